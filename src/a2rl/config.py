@@ -68,8 +68,12 @@ class InferenceConfig:
 
 @dataclass
 class TaskConfig:
-    """A benchmark task. ``params`` holds the task's own options, checked by the task itself."""
+    """A benchmark task. ``name`` picks the implementation (tasks/<name>/); ``id`` names this
+    configuration of it (conf/task/<id>.yaml) in paths and leaderboards, so variants of one task
+    (the paper's GSM8K and a small offline one) never share results. ``params`` holds the task's
+    own options, checked by the task itself."""
 
+    id: str = "gsm8k"
     name: str = "gsm8k"
     level: str = "L1"
     implemented: bool = True
