@@ -94,7 +94,7 @@ class AgentConfig:
 
     name: str = "noop"
     kind: str = "reference"
-    command: list[str] = field(default_factory=list)
+    command: list[str] = field(default_factory=lambda: ["{python}", "{agents}/noop.py"])
     network: bool = False
     env: dict[str, str] = field(default_factory=dict)
     torch_threads: int = 0

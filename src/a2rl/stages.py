@@ -9,11 +9,14 @@ Paths: ``Layout.from_paths(cfg.paths)``; a task's results are keyed by ``cfg.tas
 
 from __future__ import annotations
 
+import hashlib
+import time
 from pathlib import Path
 from typing import Any
 
 from a2rl.config import RunConfig
 from a2rl.layout import Layout, PreparedTaskPaths, RunPaths
+from a2rl.records import read_json, utc_now, write_json_atomic
 
 
 def layout_of(cfg: RunConfig) -> Layout:
@@ -26,26 +29,127 @@ def run_paths(cfg: RunConfig) -> RunPaths:
 
 def prepare_model(cfg: RunConfig) -> Path:
     """Make the task's base model folder under resources/models/{model.name}."""
-    raise NotImplementedError
+    from a2rl.models import prepare_base_model
+    return prepare_base_model(cfg.task.model, layout_of(cfg).model(cfg.task.model.name))
+
+
+def base_model_dir(cfg: RunConfig) -> Path:
+    model = cfg.task.model
+    return Path(model.path) if model.source == "path" else layout_of(cfg).model(model.name)
+
+
+def load_task_of(cfg: RunConfig):
+    from a2rl.task import load_task
+    return load_task(cfg.task, Path(cfg.paths.root) / cfg.paths.data)
 
 
 def prepare_task(cfg: RunConfig) -> PreparedTaskPaths:
     """Write results/prepared/{task.id}/ (data/, sealed/, prepared.json)."""
-    raise NotImplementedError
+    task = load_task_of(cfg)
+    out = layout_of(cfg).prepared(cfg.task.id)
+    out.data.mkdir(parents=True, exist_ok=True)
+    out.sealed.mkdir(parents=True, exist_ok=True)
+    facts = task.prepare(out)
+    write_json_atomic(out.manifest, {"task": cfg.task.id, "name": cfg.task.name,
+                                     "prepared": utc_now(), **facts})
+    return out
+
+
+def file_hash(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def measure_baseline(cfg: RunConfig) -> dict[str, Any]:
     """Score the base model on the sealed split(s); writes results/baseline/{task.id}/baseline.json
     (cached by task, model hash and split hash; never cached when it failed)."""
-    raise NotImplementedError
+    from a2rl.models import content_hash
+    layout = layout_of(cfg)
+    task = load_task_of(cfg)
+    prepared = layout.prepared(cfg.task.id)
+    model_dir = base_model_dir(cfg)
+    model_hash = content_hash(model_dir)
+    record: dict[str, Any] = {"task": cfg.task.id, "model": cfg.task.model.name,
+                              "model_hash": model_hash, "validation": None}
+    splits = [("test", prepared.test)]
+    if cfg.task.feedback == "validation" or prepared.validation.exists():
+        splits.append(("validation", prepared.validation))
+    for name, split in splits:
+        if split.exists():
+            record[name] = _cached_score(layout, cfg, task, model_dir, model_hash, split)
+    write_json_atomic(layout.baseline(cfg.task.id), record)
+    return record
+
+
+def _cached_score(layout: Layout, cfg: RunConfig, task, model_dir: Path, model_hash: str,
+                  split: Path) -> dict[str, Any]:
+    key = hashlib.sha256(f"{cfg.task.id}|{model_hash}|{file_hash(split)}|"
+                         f"{cfg.task.inference}".encode()).hexdigest()[:32]
+    cache = layout.baseline_cache(key)
+    if cache.exists():
+        return read_json(cache) | {"cached": True}
+    started = time.monotonic()
+    result = task.evaluate(model_dir, split, cfg.task.inference)  # raises: nothing is cached
+    scored = result.to_dict() | {"seconds": round(time.monotonic() - started, 3)}
+    write_json_atomic(cache, scored)
+    return scored | {"cached": False}
 
 
 def run_agent(cfg: RunConfig) -> RunPaths:
     """Provision the workspace, start the grader, run the agent sandboxed within its budget.
     Writes the run directory (workspace/, ledger.jsonl, events.jsonl, agent.log, run.json)."""
-    raise NotImplementedError
+    from a2rl.runner import execute, load_baseline
+    layout = layout_of(cfg)
+    task = load_task_of(cfg)
+    run = run_paths(cfg)
+    baseline = load_baseline(layout.baseline(cfg.task.id))
+    execute(cfg, task, run, layout.prepared(cfg.task.id), base_model_dir(cfg), baseline)
+    return run
 
 
 def final_grade(cfg: RunConfig) -> dict[str, Any]:
-    """Score the selected submission on the test split; writes final.json."""
-    raise NotImplementedError
+    """Score the selected submission (best feedback score, earliest on ties) on the test split;
+    writes final.json. With test feedback the ledger's score is the test score (greedy decoding
+    is deterministic), so nothing is re-evaluated; with validation feedback it is rescored."""
+    from a2rl.ledger import Ledger
+    from a2rl.models import materialize_submission
+    layout = layout_of(cfg)
+    run = run_paths(cfg)
+    baseline = read_json(layout.baseline(cfg.task.id))["test"]
+    best = Ledger(run.ledger).best()
+    record = {"task": cfg.task.id, "agent": cfg.agent.name, "driver": cfg.driver.name,
+              "seed": cfg.seed, "feedback": cfg.task.feedback, "baseline": baseline["score"],
+              "no_valid_submission": best is None, "rescored": False,
+              "selected_submission": None, "artifact_hash": None}
+    if best is None:
+        scored = {"score": baseline["score"], "stderr": baseline["stderr"], "n": baseline["n"]}
+    elif best["split"] == "test":
+        scored = best
+    else:
+        artifact = run.store / best["artifact_hash"] / "artifact"
+        model_dir = materialize_submission(artifact, base_model_dir(cfg), artifact.parent / "model")
+        prepared = layout.prepared(cfg.task.id)
+        scored = load_task_of(cfg).evaluate(model_dir, prepared.test, cfg.task.inference).to_dict()
+        record["rescored"] = True
+    if best is not None:
+        record |= {"selected_submission": best["submission_id"],
+                   "artifact_hash": best["artifact_hash"]}
+    record |= {"test_score": scored["score"], "test_stderr": scored.get("stderr"),
+               "n": scored.get("n"),
+               "improvement": round(scored["score"] - baseline["score"], 4)}
+    write_json_atomic(run.final, record)
+    return record
+
+
+def summarize_run(cfg: RunConfig) -> dict[str, Any]:
+    from a2rl.summary import summarize_run as summarize
+    return summarize(cfg)
+
+
+def build_leaderboard(run_roots: list[Path], layout: Layout):
+    from a2rl.leaderboard import build_leaderboard as build
+    return build(run_roots, layout)
+
+
+# The report stages live in their own modules; re-exported so every stage is reachable here.
+from a2rl.summary import summarize_run  # noqa: E402,F401
+from a2rl.leaderboard import build_leaderboard  # noqa: E402,F401

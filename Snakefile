@@ -1,0 +1,20 @@
+# Agent² RL-Bench grid: prepare -> baseline -> run agent -> final grade -> summary -> leaderboard.
+#   snakemake --cores all --config grid=ci          (grids: conf/grid/*.yaml; default smoke)
+#   snakemake -n --config grid=paper                (plan only)
+#   snakemake --cores all --config grid=smoke overrides='["task.params.test_size=50"]'
+# The configuration comes from conf/ through Hydra (see workflow/rules/common.smk).
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/prepare.smk"
+include: "workflow/rules/grade.smk"
+include: "workflow/rules/run.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        "results/leaderboard.csv",

@@ -1,0 +1,123 @@
+"""Running an agent process within its deadline, and making sure nothing it started survives.
+
+The harness makes itself a child subreaper, so processes the agent detaches (double fork,
+setsid) are re-parented to the harness instead of init and can still be found and killed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+import psutil
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+@dataclass
+class ProcessOutcome:
+    exit_code: Optional[int]
+    seconds: float
+    killed: bool  # stopped by the harness at the deadline
+    survivors_killed: int  # processes still alive after the agent's main process ended
+
+
+def run_until(argv: list[str], env: Optional[dict[str, str]], cwd: Path, log: Path,
+              time_left: Callable[[], float], grace_s: float = 5.0,
+              on_warning: Optional[Callable[[float], None]] = None,
+              poll_s: float = 0.25) -> ProcessOutcome:
+    """Run ``argv`` until it exits or ``time_left()`` reaches 0; then end it and every
+    descendant (SIGTERM, ``grace_s``, SIGKILL)."""
+    become_subreaper()
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    started = time.monotonic()
+    warned = False
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        killed = False
+        while proc.poll() is None:
+            left = time_left()
+            if left <= 0:
+                killed = True
+                break
+            if on_warning and not warned and left < 60:
+                warned = True
+                on_warning(left)
+            time.sleep(poll_s)
+        survivors = end_tree(proc, grace_s, exclude=before)
+    return ProcessOutcome(exit_code=proc.returncode, seconds=time.monotonic() - started,
+                          killed=killed, survivors_killed=survivors)
+
+
+def end_tree(proc: subprocess.Popen, grace_s: float, exclude: set[int] = frozenset()) -> int:
+    """Terminate ``proc``, its process group and all descendants; returns how many processes
+    other than ``proc`` had to be ended."""
+    victims = _family(proc, exclude)
+    others = [p for p in victims if p.pid != proc.pid]
+    for p in victims:
+        _signal(p, signal.SIGTERM)
+    _signal_group(proc.pid, signal.SIGTERM)
+    _, alive = psutil.wait_procs(victims, timeout=grace_s)
+    for p in alive + [p for p in _family(proc, exclude) if p not in victims]:
+        _signal(p, signal.SIGKILL)
+    _signal_group(proc.pid, signal.SIGKILL)
+    psutil.wait_procs(victims, timeout=5)
+    proc.wait()
+    _reap()
+    return len(others)
+
+
+def _family(proc: subprocess.Popen, exclude: set[int]) -> list[psutil.Process]:
+    found: dict[int, psutil.Process] = {}
+    try:
+        root = psutil.Process(proc.pid)
+        found[root.pid] = root
+        for child in root.children(recursive=True):
+            found[child.pid] = child
+    except psutil.NoSuchProcess:
+        pass
+    # detached descendants re-parented to us (subreaper) are our direct children now
+    for child in psutil.Process().children(recursive=True):
+        if child.pid not in exclude:
+            found[child.pid] = child
+    return list(found.values())
+
+
+def _signal(p: psutil.Process, sig: int) -> None:
+    try:
+        p.send_signal(sig)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        pass
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _reap() -> None:
+    """Collect exit statuses of re-parented orphans so they do not linger as zombies."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return

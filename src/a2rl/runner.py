@@ -1,0 +1,155 @@
+"""One agent run: workspace, grader, sandboxed agent, budget, in that order."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import sys
+import tempfile
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from a2rl.clock import BudgetClock
+from a2rl.config import RunConfig
+from a2rl.events import EventLog
+from a2rl.grader import GraderSettings, GradingServer, GradingService
+from a2rl.layout import RunPaths
+from a2rl.ledger import Ledger
+from a2rl.procs import run_until
+from a2rl.records import read_json, utc_now, write_json_atomic
+from a2rl.sandbox import HOME, Sandbox
+from a2rl.task import Task
+from a2rl.workspace import make_writable, provision_workspace, render_description
+
+
+def feedback_split(cfg: RunConfig, prepared) -> tuple[str, Path]:
+    if cfg.task.feedback == "validation":
+        if not prepared.validation.exists():
+            raise FileNotFoundError(
+                f"task.feedback=validation but {prepared.validation} is missing: set a "
+                "validation size in the task's params")
+        return "validation", prepared.validation
+    return "test", prepared.test
+
+
+def fresh_run_dir(run: RunPaths) -> None:
+    if run.root.exists():
+        make_writable(run.root)
+        shutil.rmtree(run.root)
+    run.root.mkdir(parents=True)
+
+
+def write_tools(tools: Path, python: str) -> None:
+    """The read-only /opt/a2rl of the sandbox: the ``a2rl`` client and the reference agents."""
+    (tools / "bin").mkdir(parents=True)
+    (tools / "agents").mkdir()
+    shutil.copy(resources.files("a2rl").joinpath("client.py"), tools / "a2rl_client.py")
+    for agent in resources.files("a2rl").joinpath("agents").iterdir():
+        if agent.name.endswith(".py") and not agent.name.startswith("_"):
+            shutil.copy(agent, tools / "agents" / agent.name)
+    launcher = (f"#!{python}\nimport sys\nsys.path.insert(0, {str(tools)!r})\n"
+                "sys.path.insert(0, '/opt/a2rl')\n"
+                "from a2rl_client import main\nsys.exit(main())\n")
+    (tools / "bin" / "a2rl").write_text(launcher)
+    (tools / "bin" / "a2rl").chmod(0o755)
+
+
+def agent_env(cfg: RunConfig, sandbox: Sandbox, grader_url: str, http_url: str, token: str,
+              time_limit_s: float) -> dict[str, str]:
+    python_bin = str(Path(sys.executable).parent)
+    threads = str(cfg.agent.torch_threads or os.cpu_count() or 1)
+    home = HOME if sandbox.kind == "bwrap" else str(Path(sandbox.workspace).parent / "home")
+    env = {"PATH": f"{sandbox.tools_view}/bin:{python_bin}:/usr/local/bin:/usr/bin:/bin",
+           "HOME": home, "TMPDIR": "/tmp", "LANG": "C.UTF-8",
+           "A2RL_WORKSPACE": sandbox.workspace_view, "A2RL_TOOLS": sandbox.tools_view,
+           "A2RL_GRADER_URL": grader_url, "A2RL_GRADER_HTTP": http_url, "A2RL_TOKEN": token,
+           "A2RL_TIME_LIMIT_S": str(time_limit_s), "A2RL_TASK": cfg.task.id,
+           "A2RL_MAX_SUBMISSIONS": str(cfg.budget.max_submissions),
+           "A2RL_SEED": str(cfg.seed), "OMP_NUM_THREADS": threads,
+           "A2RL_TORCH_THREADS": threads, "PYTHONUNBUFFERED": "1",
+           "TOKENIZERS_PARALLELISM": "false", "HF_HOME": f"{home}/hf"}
+    if not cfg.agent.network:
+        env |= {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    env |= {k: str(v) for k, v in cfg.agent.env.items()}
+    return env
+
+
+def expand_command(cfg: RunConfig, sandbox: Sandbox) -> list[str]:
+    values = {"python": sys.executable, "agents": f"{sandbox.tools_view}/agents",
+              "workspace": sandbox.workspace_view}
+    return [part.format(**values) for part in cfg.agent.command]
+
+
+def execute(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Path,
+            baseline: dict[str, Any]) -> dict[str, Any]:
+    """Run the agent phase of one cell; returns what run.json records."""
+    fresh_run_dir(run)
+    split_name, split = feedback_split(cfg, prepared)
+    split_baseline = (baseline.get(split_name) or {}).get("score")
+    tools = run.root / "tools"
+    write_tools(tools, sys.executable)
+    grader_dir = Path(tempfile.mkdtemp(prefix="a2rl-grader-"))
+    grader_dir.chmod(0o755)
+    sandbox = Sandbox(cfg.sandbox, run.workspace, tools, grader_dir, cfg.agent.network)
+    clock = BudgetClock(cfg.budget.time_limit_s, cfg.budget.count_eval_time)
+    events = EventLog(run.events, clock)
+    if cfg.sandbox == "none":
+        events.emit("error", message="sandbox=none: the agent runs WITHOUT isolation")
+    token = secrets.token_urlsafe(24)
+    submit_command = "a2rl submit"
+    description = render_description(task.description(), {
+        "time_limit_min": round(cfg.budget.time_limit_s / 60, 1),
+        "eval_note": "" if cfg.budget.count_eval_time else " (evaluation time not counted)",
+        "max_submissions": cfg.budget.max_submissions, "feedback": split_name,
+        "workspace": sandbox.workspace_view, "submit_command": submit_command,
+        "grader_url": "$A2RL_GRADER_URL", "base_model": f"{sandbox.workspace_view}/base_model",
+        "data_dir": f"{sandbox.workspace_view}/data"})
+    provision_workspace(run.workspace, prepared.data, base_model, description,
+                        link_model=cfg.sandbox == "bwrap")
+    if cfg.sandbox == "none":
+        (run.workspace.parent / "home").mkdir(exist_ok=True)
+    service = GradingService(
+        GraderSettings(task=cfg.task.id, split=split_name, baseline=split_baseline,
+                       max_submissions=cfg.budget.max_submissions),
+        workspace=run.workspace, store=run.store, ledger=Ledger(run.ledger),
+        base_model=base_model,
+        evaluate=lambda model_dir: task.evaluate(model_dir, split, cfg.task.inference),
+        clock=clock, events=events, mirror=run.scores_mirror, alias=sandbox.workspace_view)
+    started = utc_now()
+    try:
+        with GradingServer(service, token, grader_dir / "grader.sock") as server:
+            env = agent_env(cfg, sandbox, f"unix:{sandbox.grader_dir_view}/grader.sock",
+                            server.http_url, token, cfg.budget.time_limit_s)
+            argv = sandbox.command(expand_command(cfg, sandbox), env)
+            clock.start()
+            events.emit("agent_start", agent=cfg.agent.name, driver=cfg.driver.name,
+                        sandbox=cfg.sandbox, command=expand_command(cfg, sandbox))
+            outcome = run_until(argv, sandbox.host_env(env), run.workspace, run.agent_log,
+                                clock.time_left, cfg.budget.kill_grace_s,
+                                on_warning=lambda left: events.emit("budget_warning",
+                                                                    time_left_s=round(left, 1)))
+            if outcome.killed:
+                events.emit("budget_kill", survivors=outcome.survivors_killed)
+            events.emit("agent_exit", exit_code=outcome.exit_code, seconds=outcome.seconds,
+                        survivors_killed=outcome.survivors_killed)
+            service.wait_idle()
+    finally:
+        shutil.rmtree(grader_dir, ignore_errors=True)
+    status = ("budget_exhausted" if outcome.killed else
+              "completed" if outcome.exit_code == 0 else "agent_failed")
+    record = {"task": cfg.task.id, "agent": cfg.agent.name, "driver": cfg.driver.name,
+              "seed": cfg.seed, "started": started, "ended": utc_now(),
+              "agent_seconds": round(outcome.seconds, 3), "exit_code": outcome.exit_code,
+              "status": status, "time_limit_s": cfg.budget.time_limit_s,
+              "sandbox": cfg.sandbox, "feedback": split_name,
+              "submissions": len(service.ledger.entries)}
+    write_json_atomic(run.run_json, record)
+    return record
+
+
+def load_baseline(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        raise FileNotFoundError(f"no baseline at {path}: run the baseline stage first")
+    return read_json(path)
