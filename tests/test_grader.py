@@ -266,3 +266,16 @@ def test_eval_time_can_be_excluded_from_budget():
     counted.start()
     counted.add_eval_time(5)
     assert counted.time_left() <= 10
+
+
+def test_copy_of_base_model_is_answered_with_the_baseline(run_env, tiny_model):
+    from a2rl.models import content_hash
+    tmp_path, ws = run_env
+    evaluator = ForwardPassScore()
+    service = make_service(tmp_path, ws, tiny_model, evaluator)
+    service.settings.base_hash = content_hash(tiny_model)
+    service.settings.base_scored = {"score": 25.0, "stderr": 1.0, "n": 40}
+    put_model(ws, tiny_model, "base")
+    code, body = service.submit("output/base")
+    assert code == 200 and body["equals_base"] and body["cached"]
+    assert body["score"] == 25.0 and body["improvement"] == 0 and evaluator.calls == 0

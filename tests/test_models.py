@@ -12,8 +12,14 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from a2rl.models import (InvalidSubmission, build_tiny_model, content_hash, convert_smollm2,
-                         materialize_submission, prepare_base_model)
+from a2rl.models import (
+    InvalidSubmission,
+    build_tiny_model,
+    content_hash,
+    convert_smollm2,
+    materialize_submission,
+    prepare_base_model,
+)
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 
@@ -241,7 +247,7 @@ def test_rejects_invalid_config_values(tmp_path, tiny_model, key, value):
 def test_rejects_sharded_index_naming_missing_shard(tmp_path, tiny_model):
     src = tmp_path / "sub"
     _load(tiny_model).save_pretrained(src, max_shard_size="200KB")
-    shard = sorted(src.glob("model-*.safetensors"))[-1]
+    shard = max(src.glob("model-*.safetensors"))
     shard.unlink()
     _reject(src, tiny_model, "model.safetensors.index.json", shard.name, "not in the submission")
 
@@ -332,7 +338,8 @@ def test_rejects_adapter_targeting_missing_modules(tmp_path, tiny_model):
     from peft import LoraConfig, get_peft_model
 
     src = tmp_path / "adapter"
-    get_peft_model(_load(tiny_model), LoraConfig(r=4, target_modules=["q_proj"])).save_pretrained(src)
+    lora = LoraConfig(r=4, target_modules=["q_proj"])
+    get_peft_model(_load(tiny_model), lora).save_pretrained(src)
     cfg = json.loads((src / "adapter_config.json").read_text())
     cfg["target_modules"] = ["c_attn"]
     (src / "adapter_config.json").write_text(json.dumps(cfg))
@@ -343,7 +350,8 @@ def test_rejects_broken_adapters(tmp_path, tiny_model):
     from peft import LoraConfig, get_peft_model
 
     src = tmp_path / "adapter"
-    get_peft_model(_load(tiny_model), LoraConfig(r=4, target_modules=["q_proj"])).save_pretrained(src)
+    lora = LoraConfig(r=4, target_modules=["q_proj"])
+    get_peft_model(_load(tiny_model), lora).save_pretrained(src)
     weights = (src / "adapter_model.safetensors").read_bytes()
     (src / "adapter_model.safetensors").write_bytes(weights[:100])
     _reject(src, tiny_model, "corrupt weights in adapter_model.safetensors")

@@ -25,7 +25,7 @@ import sys
 import traceback
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 log = logging.getLogger("a2rl")
 
@@ -61,7 +61,7 @@ def stage_function(name: str):
 
 
 @contextlib.contextmanager
-def log_output(path: Optional[os.PathLike | str]) -> Iterator[None]:
+def log_output(path: os.PathLike | str | None) -> Iterator[None]:
     """Send this process's stdout and stderr (file descriptors 1 and 2, so child processes and
     native libraries too) and the ``logging`` records to ``path`` while the block runs. An
     exception is written to the log and then raised as usual. ``None``: change nothing."""
@@ -99,7 +99,7 @@ def _configure_logging() -> None:
         logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, stream=sys.stderr)
 
 
-def run_stage(name: str, overrides: Sequence[str], log_path: Optional[str] = None,
+def run_stage(name: str, overrides: Sequence[str], log_path: str | None = None,
               expect: Iterable[os.PathLike | str] = ()) -> Any:
     """Compose the cell of ``overrides`` and run one stage on it, logging to ``log_path``.
     ``expect``: files the stage must have written (a Snakemake rule's outputs); their absence
@@ -120,7 +120,7 @@ def run_stage(name: str, overrides: Sequence[str], log_path: Optional[str] = Non
 
 
 def run_leaderboard(overrides: Sequence[str], run_roots: Iterable[os.PathLike | str],
-                    log_path: Optional[str] = None):
+                    log_path: str | None = None):
     """Build the leaderboard of ``run_roots`` where the config of ``overrides`` puts results."""
     from a2rl.compose import compose
     from a2rl.layout import Layout
@@ -193,7 +193,7 @@ def _leaderboard(args: list[str]) -> int:
     return 0
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE, end="", file=sys.stdout if argv else sys.stderr)

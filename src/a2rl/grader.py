@@ -41,6 +41,10 @@ class GraderSettings:
     baseline: Optional[float]
     max_submissions: int
     max_artifact_bytes: int = 64 * 2**30
+    # the base model's content hash and its scores on ``split``: an unchanged copy of the base
+    # is answered with the baseline instead of being evaluated again
+    base_hash: Optional[str] = None
+    base_scored: Optional[dict[str, Any]] = None
 
 
 class GradingService:
@@ -103,6 +107,8 @@ class GradingService:
         earlier = self.ledger.find_hash(digest)
         if earlier is not None:
             return self._record(model_path, digest, earlier, cached=True)
+        if digest == self.settings.base_hash and self.settings.base_scored:
+            return self._record(model_path, digest, self.settings.base_scored, cached=True)
         model_dir = materialize_submission(artifact, self.base_model,
                                            artifact.parent / "model")
         started = time.monotonic()
@@ -126,6 +132,7 @@ class GradingService:
         entry = self.ledger.append({
             "model_path": model_path, "valid": True, "error": None, "status_code": 200,
             "artifact_hash": digest, "cached": cached, "split": self.settings.split,
+            "equals_base": digest == self.settings.base_hash,
             "score": score, "stderr": scored.get("stderr"), "n": scored.get("n"),
             "eval_seconds": 0.0 if cached else scored.get("eval_seconds"),
             "elapsed_s": round(self.clock.elapsed(), 3), "best": best, "baseline": baseline,
@@ -133,7 +140,7 @@ class GradingService:
         self._after(entry)
         return {k: entry[k] for k in ("submission_id", "score", "best", "baseline",
                                       "improvement", "elapsed_s", "cached", "stderr", "n",
-                                      "split", "artifact_hash")} | {
+                                      "split", "artifact_hash", "equals_base")} | {
             "submissions_left": self.submissions_left(),
             "time_left_s": round(self.clock.time_left(), 1)}
 

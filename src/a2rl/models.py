@@ -17,8 +17,9 @@ import json
 import random
 import shutil
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from a2rl.config import ModelConfig
 
@@ -166,7 +167,7 @@ def _train_tiny_tokenizer(seed: int):
         additional_special_tokens=["<|im_start|>"])
 
 
-_WORDS = (
+_WORD_TEXT = (
     "the a an and or but if then when while because so of to in on at by for with from about "
     "is are was were be been has have had do does did will would can could should may must "
     "tom anna maria john lisa sam chen priya omar emma noah lucas mia apples oranges pencils "
@@ -177,7 +178,8 @@ _WORDS = (
     "remaining altogether together first second third last week day morning evening year "
     "think step result therefore equals plus minus multiply divide sum difference product "
     "function return value list string print import class self def true false none error test"
-).split()
+)
+_WORDS = _WORD_TEXT.split()
 _NAMES = ("Tom", "Anna", "Maria", "John", "Lisa", "Sam", "Chen", "Priya", "Omar", "Emma")
 _ITEMS = ("apples", "pencils", "books", "marbles", "cookies", "stickers", "cards", "eggs")
 
@@ -363,7 +365,7 @@ def _listing(folder: Path, limit: int = 8) -> str:
 
 
 def _weight_files(folder: Path) -> list[Path]:
-    """Full-model weight files, index shards resolved; [] when there are none."""
+    """The full-model weights file (or shard index) in ``folder``; [] when there is none."""
     for name, index in ((SAFETENSORS_WEIGHTS, SAFETENSORS_INDEX), (PYTORCH_WEIGHTS, PYTORCH_INDEX)):
         if (folder / name).is_file():
             return [folder / name]
@@ -411,7 +413,7 @@ def _read_tensor_shapes(path: Path) -> dict[str, tuple[int, ...]]:
 
             shapes = {}
             with safe_open(str(path), framework="pt", device="cpu") as fh:
-                for key in fh.keys():
+                for key in fh.keys():  # noqa: SIM118 (safe_open is not a dict)
                     shapes[key] = tuple(fh.get_tensor(key).shape)
         else:
             state = torch.load(path, map_location="cpu", weights_only=True)

@@ -46,6 +46,7 @@ def run_until(argv: list[str], env: Optional[dict[str, str]], cwd: Path, log: Pa
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     started = time.monotonic()
     warned = False
+    warn_at = min(60.0, 0.1 * time_left())
     with open(log, "ab") as out:
         proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
@@ -55,7 +56,7 @@ def run_until(argv: list[str], env: Optional[dict[str, str]], cwd: Path, log: Pa
             if left <= 0:
                 killed = True
                 break
-            if on_warning and not warned and left < 60:
+            if on_warning and not warned and left < warn_at:
                 warned = True
                 on_warning(left)
             time.sleep(poll_s)

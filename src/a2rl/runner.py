@@ -87,7 +87,8 @@ def execute(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pat
     """Run the agent phase of one cell; returns what run.json records."""
     fresh_run_dir(run)
     split_name, split = feedback_split(cfg, prepared)
-    split_baseline = (baseline.get(split_name) or {}).get("score")
+    base_scored = baseline.get(split_name) or {}
+    split_baseline = base_scored.get("score")
     tools = run.root / "tools"
     write_tools(tools, sys.executable)
     grader_dir = Path(tempfile.mkdtemp(prefix="a2rl-grader-"))
@@ -112,7 +113,8 @@ def execute(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pat
         (run.workspace.parent / "home").mkdir(exist_ok=True)
     service = GradingService(
         GraderSettings(task=cfg.task.id, split=split_name, baseline=split_baseline,
-                       max_submissions=cfg.budget.max_submissions),
+                       max_submissions=cfg.budget.max_submissions,
+                       base_hash=baseline.get("model_hash"), base_scored=base_scored or None),
         workspace=run.workspace, store=run.store, ledger=Ledger(run.ledger),
         base_model=base_model,
         evaluate=lambda model_dir: task.evaluate(model_dir, split, cfg.task.inference),

@@ -148,8 +148,3 @@ def summarize_run(cfg: RunConfig) -> dict[str, Any]:
 def build_leaderboard(run_roots: list[Path], layout: Layout):
     from a2rl.leaderboard import build_leaderboard as build
     return build(run_roots, layout)
-
-
-# The report stages live in their own modules; re-exported so every stage is reachable here.
-from a2rl.summary import summarize_run  # noqa: E402,F401
-from a2rl.leaderboard import build_leaderboard  # noqa: E402,F401

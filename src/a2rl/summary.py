@@ -28,7 +28,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from a2rl.config import RunConfig
 from a2rl.layout import Layout, RunPaths
@@ -41,7 +41,7 @@ SUBMISSION_FIELDS = ("elapsed_s", "valid", "score", "stderr", "error", "status_c
 EVENT_COLUMNS = ("time", "elapsed_s", "kind")
 
 
-def _read_json(path: Path) -> Optional[dict[str, Any]]:
+def _read_json(path: Path) -> dict[str, Any] | None:
     """A JSON object, or None when the file is missing, empty or not a JSON object."""
     try:
         data = json.loads(Path(path).read_text())
@@ -50,7 +50,7 @@ def _read_json(path: Path) -> Optional[dict[str, Any]]:
     return data if isinstance(data, dict) else None
 
 
-def _number(value: Any) -> Optional[float]:
+def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)
@@ -67,8 +67,8 @@ def _submission(record: dict[str, Any], index: int) -> dict[str, Any]:
     return item
 
 
-def _baseline(baseline: Optional[dict], final: Optional[dict],
-              ledger: list[dict]) -> tuple[Optional[float], Optional[float]]:
+def _baseline(baseline: dict | None, final: dict | None,
+              ledger: list[dict]) -> tuple[float | None, float | None]:
     """Baseline test score and its stderr: baseline.json first, then what final.json or the
     ledger recorded."""
     test = (baseline or {}).get("test")
@@ -96,9 +96,11 @@ def summarize(cfg: RunConfig, layout: Layout) -> dict[str, Any]:
     baseline, baseline_stderr = _baseline(baseline_record, final, ledger)
 
     final_score = _number((final or {}).get("test_score"))
-    final_from: Optional[str] = "final" if final_score is not None else None
-    if final_score is None and final is not None and final.get("no_valid_submission"):
-        final_score, final_from = baseline, "baseline"
+    final_from: str | None = "final" if final_score is not None else None
+    if final is not None and final.get("no_valid_submission"):
+        final_from = "baseline"
+        if final_score is None:
+            final_score = baseline
     improvement = None
     if final_score is not None and baseline is not None:
         improvement = final_score - baseline
@@ -164,6 +166,8 @@ def _score(value: Any, stderr: Any = None) -> str:
 def _text(value: Any) -> str:
     if value is None:
         return ""
+    if isinstance(value, float):
+        return f"{value:.3f}".rstrip("0").rstrip(".")
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
@@ -183,11 +187,12 @@ def render_markdown(summary: dict[str, Any]) -> str:
     s = summary
     budget = s["budget"]
     subs = s["submissions"]
-    lines = [f"# {s['task']} · {s['agent']} · {s['driver']} · seed {s['seed']}", "",
-             f"Task `{s['task']}` ({s['task_name']}, {s['level']}), feedback on the "
+    about = (f"Task `{s['task']}` ({s['task_name']}, {s['level']}), feedback on the "
              f"{s['feedback']} split; base model `{s['model']}`; budget `{budget['name']}` "
              f"({_fmt(budget['time_limit_s'], 0)} s, {budget['max_submissions']} submissions); "
-             f"sandbox `{s['sandbox']}`.", "", "## Outcome", ""]
+             f"sandbox `{s['sandbox']}`.")
+    lines = [f"# {s['task']} · {s['agent']} · {s['driver']} · seed {s['seed']}", "", about, "",
+             "## Outcome", ""]
 
     status = s["status"]
     details = []
@@ -202,7 +207,7 @@ def render_markdown(summary: dict[str, Any]) -> str:
         final += " (no valid submission: base model)"
     elif s["selected_submission"] is not None:
         final += f" (submission {s['selected_submission']})"
-    lines += _table(["", ""], [
+    lines += _table(["", "value"], [
         ["Agent status", _cell(status)],
         ["Baseline (test)", _score(s["baseline"], s["baseline_stderr"])],
         [f"Best feedback score ({s['feedback']})", _fmt(s["best_feedback_score"])],

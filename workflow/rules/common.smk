@@ -5,7 +5,7 @@
 #   grid=<name>        conf/grid/<name>.yaml (default: smoke)
 #   overrides=[...]    Hydra overrides for every cell, e.g. '["task.params.test_size=50"]'
 #                      (a string is split like a shell line); they may not choose a cell axis.
-# The grid config is checked twice before any rule runs: by the dataclasses of a2rl.config and
+# The grid config is checked twice before any job starts, by the dataclasses of a2rl.config and
 # against workflow/schemas/config.schema.yaml. Each task, agent and driver the grid names is
 # composed too, so a missing conf/ option fails here. Planning never imports a task's code: a
 # task with implemented: false is planned like any other and fails when prepare_task runs.

@@ -1,10 +1,9 @@
-"""Snakemake adapter of rule build_leaderboard: aggregate the grid's run summaries."""
+"""Rule build_leaderboard: aggregate the grid's run summaries into results/leaderboard.*."""
 
 from pathlib import Path
 
 from a2rl.cli import run_leaderboard
 
-snakemake = snakemake  # noqa: F821 (injected by Snakemake)
-run_leaderboard(snakemake.params.overrides,
-                [Path(summary).parent for summary in snakemake.input.summaries],
-                log_path=snakemake.log[0])
+run_leaderboard(snakemake.params.overrides,  # noqa: F821 (set by Snakemake)
+                [Path(summary).parent for summary in snakemake.input.summaries],  # noqa: F821
+                log_path=snakemake.log[0])  # noqa: F821

@@ -1,7 +1,6 @@
-"""Snakemake adapter of rule prepare_model: compose the job's config, run a2rl.stages.prepare_model."""
+"""Rule prepare_model: run a2rl.stages.prepare_model on the job's composed config."""
 
 from a2rl.cli import run_stage
 
-snakemake = snakemake  # noqa: F821 (injected by Snakemake)
-run_stage("prepare_model", snakemake.params.overrides, log_path=snakemake.log[0],
-          expect=[snakemake.output.model])
+run_stage("prepare_model", snakemake.params.overrides,  # noqa: F821 (set by Snakemake)
+          log_path=snakemake.log[0], expect=[snakemake.output.model])  # noqa: F821

@@ -1,7 +1,6 @@
-"""Snakemake adapter of rule prepare_task: compose the job's config, run a2rl.stages.prepare_task."""
+"""Rule prepare_task: run a2rl.stages.prepare_task on the job's composed config."""
 
 from a2rl.cli import run_stage
 
-snakemake = snakemake  # noqa: F821 (injected by Snakemake)
-run_stage("prepare_task", snakemake.params.overrides, log_path=snakemake.log[0],
-          expect=[snakemake.output.manifest])
+run_stage("prepare_task", snakemake.params.overrides,  # noqa: F821 (set by Snakemake)
+          log_path=snakemake.log[0], expect=[snakemake.output.manifest])  # noqa: F821

@@ -1,7 +1,7 @@
-"""Snakemake adapter of rule summarize_run: compose the job's config, run a2rl.stages.summarize_run."""
+"""Rule summarize_run: run a2rl.stages.summarize_run on the job's composed config."""
 
 from a2rl.cli import run_stage
 
-snakemake = snakemake  # noqa: F821 (injected by Snakemake)
-run_stage("summarize_run", snakemake.params.overrides, log_path=snakemake.log[0],
-          expect=[snakemake.output.json, snakemake.output.md])
+run_stage("summarize_run", snakemake.params.overrides,  # noqa: F821 (set by Snakemake)
+          log_path=snakemake.log[0],  # noqa: F821
+          expect=[snakemake.output.json, snakemake.output.md])  # noqa: F821

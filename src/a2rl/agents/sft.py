@@ -108,13 +108,13 @@ def main() -> int:
             break
         started = time.monotonic()
         out = ws / "output" / f"ckpt-{k}"
+        # LoRA rounds restart from the base with a longer schedule; full fine-tuning continues
+        round_steps = steps * k if lora else steps
         cmd = [sys.executable, str(ws / "code" / "train.py"), "--model", model,
                "--data", str(ws / "data" / "train.jsonl"), "--out", str(out),
                "--steps", str(round_steps), "--batch", str(batch), "--lr", str(setting("LR", 5e-5, float)),
                "--max-len", str(setting("MAX_LEN", 256)), "--seed", os.environ.get("A2RL_SEED", "0"),
                "--offset", str(k - 1)] + (["--lora"] if lora else [])
-        # LoRA rounds restart from the base with a longer schedule; full fine-tuning continues
-        round_steps = steps * k if lora else steps
         log(f"round {k}: training {round_steps} steps from {model}")
         if subprocess.call(cmd, cwd=ws / "code") != 0:
             log("training failed")
