@@ -108,3 +108,23 @@ def test_missing_bwrap_refuses_to_start(monkeypatch, tmp_path):
     with pytest.raises(SandboxUnavailable, match="sandbox=none"):
         Sandbox("bwrap", tmp_path, tmp_path, tmp_path)
     assert Sandbox("none", tmp_path, tmp_path, tmp_path).command(["true"], {}) == ["true"]
+
+
+def test_network_agents_reach_host_loopback(run_dir):
+    import socket
+    _, run = run_dir
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    code = (f"import socket; s = socket.create_connection(('127.0.0.1', {port}), timeout=5); "
+            "s.sendall(b'hi'); print('sent')")
+    results = {}
+    for network in (True, False):
+        sandbox = Sandbox("bwrap", run / "workspace", run / "tools", run / "grader", network)
+        argv = sandbox.command([sys.executable, "-c", code], {"PATH": "/usr/bin"})
+        results[network] = subprocess.run(argv, capture_output=True, text=True,
+                                          env=sandbox.host_env({}), timeout=60)
+    server.close()
+    assert results[True].stdout.strip() == "sent"
+    assert results[False].returncode != 0
