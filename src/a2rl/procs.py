@@ -69,15 +69,19 @@ def end_tree(proc: subprocess.Popen, grace_s: float, exclude: set[int] = frozens
     """Terminate ``proc``, its process group and all descendants; returns how many processes
     other than ``proc`` had to be ended."""
     victims = _family(proc, exclude)
-    others = [p for p in victims if p.pid != proc.pid]
+    others = [p for p in victims if p.pid != proc.pid and _running(p)]
     for p in victims:
         _signal(p, signal.SIGTERM)
     _signal_group(proc.pid, signal.SIGTERM)
-    _, alive = psutil.wait_procs(victims, timeout=grace_s)
+    gone, alive = psutil.wait_procs(victims, timeout=grace_s)
     for p in alive + [p for p in _family(proc, exclude) if p not in victims]:
         _signal(p, signal.SIGKILL)
     _signal_group(proc.pid, signal.SIGKILL)
-    psutil.wait_procs(victims, timeout=5)
+    gone += psutil.wait_procs(alive, timeout=5)[0]
+    # psutil may have reaped ``proc`` above; Popen.wait() would then report 0, not its status
+    codes = {p.pid: p.returncode for p in gone if p.returncode is not None}
+    if proc.returncode is None and proc.pid in codes:
+        proc.returncode = int(codes[proc.pid])
     proc.wait()
     _reap()
     return len(others)
@@ -97,6 +101,14 @@ def _family(proc: subprocess.Popen, exclude: set[int]) -> list[psutil.Process]:
         if child.pid not in exclude:
             found[child.pid] = child
     return list(found.values())
+
+
+def _running(p: psutil.Process) -> bool:
+    """Alive and not a zombie (an exited process that only waits to be reaped)."""
+    try:
+        return p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _signal(p: psutil.Process, sig: int) -> None:
