@@ -1,4 +1,6 @@
-# Agent² RL-Bench grid: prepare -> baseline -> run agent -> final grade -> summary -> leaderboard.
+# Agent² RL-Bench grid: prepare -> baseline -> run agent -> final grade -> summary -> leaderboard
+# and HTML report (results/report/index.html); `snakemake --cores 1 --report report.zip` collects
+# the outputs marked with report() (a zip: the HTML report is a folder).
 #   snakemake --cores all --config grid=ci          (grids: conf/grid/*.yaml; default smoke)
 #   snakemake -n --config grid=paper                (plan only)
 #   snakemake --cores all --config grid=smoke overrides='["task.params.test_size=50"]'
@@ -18,3 +20,5 @@ include: "workflow/rules/report.smk"
 rule all:
     input:
         "results/leaderboard.csv",
+        "results/report",
+        selected_models,

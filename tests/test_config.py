@@ -81,16 +81,15 @@ def test_default_config():
 def test_ci_grid_uses_the_tiny_model_and_small_splits():
     cfg = compose(["grid=ci"])
     assert (cfg.task.model.name, cfg.task.model.source) == ("tiny-qwen2", "tiny")
-    assert cfg.budget.name == "ci" and cfg.budget.time_limit_s == 60
+    assert cfg.budget.name == "ci" and cfg.budget.time_limit_s == 120
     assert cfg.task.params["test_size"] < 50 and cfg.task.params["train_size"] < 200
     # an explicit override still wins over the grid's choice
     assert compose(["grid=ci", "budget=smoke"]).budget.name == "smoke"
 
 
 def test_unimplemented_tasks_compose():
-    cfg = compose(["task=alfworld"])
+    cfg = compose(["task=webshop"])
     assert not cfg.task.implemented and cfg.task.level == "L3"
-    assert cfg.task.params == {"games": 134, "split": "eval_out_of_distribution", "max_steps": 50}
 
 
 def test_gsm8k_params_are_the_tasks_own():
@@ -139,7 +138,16 @@ def test_reference_agents_get_driver_none_only():
 def test_paper_grid_cells():
     cfg = compose(["grid=paper"])
     cells = grid_cells(cfg)
-    assert len(cells) == 6 * 2 * 1 * 3
+    # 6 tasks x (6 LLM agents x 6 drivers + 2 reference agents with driver none) x 3 seeds
+    assert len(cells) == 6 * (6 * 6 + 2) * 3
+    llm_cells = [c for c in cells if c["driver"] != "none"]
+    assert {c["agent"] for c in llm_cells} == {"claude_code", "codex", "gemini_cli", "opencode",
+                                               "openhands", "mini_swe_agent"}
+    assert {c["driver"] for c in llm_cells} == {"claude_opus_4_6", "claude_sonnet_4_5",
+                                                "gpt_5_4", "gpt_5_2", "gpt_4o",
+                                                "gemini_2_5_flash"}
+    assert {(c["agent"], c["driver"]) for c in cells if c["driver"] == "none"} == {
+        ("noop", "none"), ("sft", "none")}
     assert {c["task"] for c in cells} == {"gsm8k", "humaneval", "alpacaeval", "alfworld",
                                           "webshop", "deepsearchqa"}
     assert {c["seed"] for c in cells} == {0, 1, 2}

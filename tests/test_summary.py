@@ -1,4 +1,5 @@
-"""summarize_run and build_leaderboard on hand-written run directories."""
+"""summarize_run and build_leaderboard on hand-written run directories: outcome, process
+metrics, failures, route, cost, bootstrap intervals and level aggregates."""
 
 from __future__ import annotations
 
@@ -6,14 +7,21 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from a2rl.config import AgentConfig, PathsConfig, RunConfig, TaskConfig
 from a2rl.layout import Layout
-from a2rl.leaderboard import build_leaderboard, discover_run_roots, grid_run_roots
+from a2rl.leaderboard import (
+    bootstrap_ci,
+    build_leaderboard,
+    discover_run_roots,
+    grid_run_roots,
+    level_frame,
+)
 from a2rl.records import write_json_atomic
-from a2rl.summary import summarize_run
+from a2rl.summary import process_metrics, summarize_run
 
 T0 = "2026-11-30T05:00:00.000Z"
 
@@ -162,18 +170,115 @@ def test_leaderboard_aggregates_seeds(tmp_path):
     assert noop["n_seeds"] == 1 and math.isnan(noop["final_std"])
     assert noop["improvement_mean"] == 0.0
 
+    # the bootstrap interval of two seeds spans their values; one seed has none
+    assert sft["ci_low"] == pytest.approx(40.0) and sft["ci_high"] == pytest.approx(44.0)
+    assert math.isnan(noop["ci_low"]) and math.isnan(noop["ci_high"])
+    assert sft["cost_usd"] == 0.0 and sft["contaminated"] == 0
+
     csv = pd.read_csv(layout.leaderboard_csv)
     assert list(csv.columns) == ["task", "level", "agent", "driver", "n_seeds", "final_mean",
-                                 "final_std", "baseline", "improvement_mean", "final_best"]
+                                 "final_std", "ci_low", "ci_high", "baseline",
+                                 "improvement_mean", "final_best", "cost_usd", "contaminated"]
     assert csv["final_mean"].tolist() == pytest.approx([42.0, 20.0])
     metrics = json.loads(layout.leaderboard_json.read_text())
     assert metrics["gsm8k_arith"]["sft"]["none"]["final_mean"] == pytest.approx(42.0)
     assert metrics["gsm8k_arith"]["noop"]["none"]["final_std"] is None
+    assert metrics["levels"]["L1"]["sft"]["none"]["n_runs"] == 2
     md = layout.leaderboard_md.read_text()
-    assert "| gsm8k_arith | L1 | sft | none | 2 | 42.00 | 2.83 | 20.00 | +22.00 | 44.00 |" in md
-    assert "| gsm8k_arith | L1 | noop | none | 1 | 20.00 | – |" in md
+    assert ("| gsm8k_arith | L1 | sft | none | 2 | 42.00 | 2.83 | 40.00 | 44.00 | 20.00 | "
+            "+22.00 | 44.00 | 0.0000 | 0 |") in md
+    assert "| gsm8k_arith | L1 | noop | none | 1 | 20.00 | – | – | – |" in md
+    assert "## By level" in md
+    levels = pd.read_csv(layout.leaderboard_levels_csv)
+    assert list(levels["agent"]) == ["sft", "noop"]
+    assert levels["improvement_mean"].tolist() == pytest.approx([22.0, 0.0])
 
     assert discover_run_roots(layout) == sorted(roots[:3])
+
+
+def test_bootstrap_interval_and_level_aggregates():
+    rng = np.random.default_rng(1)
+    values = rng.normal(50, 10, size=30).tolist()
+    low, high = bootstrap_ci(values)
+    mean = float(np.mean(values))
+    half = 1.96 * float(np.std(values, ddof=1)) / math.sqrt(len(values))
+    assert low < mean < high
+    assert (high - low) == pytest.approx(2 * half, rel=0.15)  # the normal interval, roughly
+    assert bootstrap_ci(values) == (low, high)  # a fixed seed: the same interval every time
+    assert all(math.isnan(x) for x in bootstrap_ci([3.0]))
+
+    def run(task, level, seed, final):
+        return {"task": task, "level": level, "agent": "sft", "driver": "none", "seed": seed,
+                "final_score": final, "baseline": 10.0, "improvement": final - 10.0,
+                "cost_usd": 0.5, "integrity": {"contamination": {"flagged": seed == 2}}}
+
+    # task a has three seeds, task b one: each task weighs the same in the level's mean
+    summaries = [run("a", "L1", s, f) for s, f in ((0, 20.0), (1, 30.0), (2, 40.0))]
+    summaries += [run("b", "L1", 0, 70.0), run("c", "L2", 0, 15.0)]
+    levels = level_frame(summaries)
+    l1 = levels[levels["level"] == "L1"].iloc[0]
+    assert (l1["n_tasks"], l1["n_runs"], l1["contaminated"]) == (2, 4, 1)
+    assert l1["final_mean"] == pytest.approx((30.0 + 70.0) / 2)
+    assert l1["improvement_mean"] == pytest.approx((20.0 + 60.0) / 2)
+    assert l1["ci_low"] <= l1["improvement_mean"] <= l1["ci_high"]
+    assert l1["cost_usd"] == pytest.approx(0.5)
+    assert list(levels["level"]) == ["L1", "L2"]
+
+
+def test_process_metrics_of_hand_written_ledgers():
+    def item(i, elapsed, score, valid=True, equals_base=False):
+        return {"id": i, "elapsed_s": elapsed, "valid": valid, "score": score if valid else None,
+                "equals_base": equals_base}
+
+    items = [item(1, 10.0, 20.0, equals_base=True), item(2, 20.0, None, valid=False),
+             item(3, 30.0, 35.0), item(4, 40.0, 30.0), item(5, 50.0, 35.0), item(6, 60.0, 50.0)]
+    ledger = [{"submission_id": i["id"], "baseline": 20.0} for i in items]
+    p = process_metrics(items, ledger, baseline=20.0, agent_seconds=70.0, time_limit_s=100)
+    assert p == {"valid_rate": round(5 / 6, 4), "time_to_first_valid_s": 10.0,
+                 "time_to_first_improvement_s": 30.0, "time_to_best_s": 60.0,
+                 "monotonic_ratio": 0.75, "budget_used": 0.7, "deadline_gap_s": 40.0,
+                 "copy_of_base": 1}
+    empty = process_metrics([], [], baseline=20.0, agent_seconds=None, time_limit_s=100)
+    assert empty["valid_rate"] is None and empty["deadline_gap_s"] is None
+    assert empty["copy_of_base"] == 0 and empty["monotonic_ratio"] is None
+
+
+def test_summary_reports_failures_route_and_cost(tmp_path):
+    cfg = make_cfg(tmp_path)
+    layout = Layout.from_paths(cfg.paths)
+    write_baseline(layout)
+    write_run(cfg, 44.0, SUBMISSIONS, status="agent_failed")
+    run = layout.run("gsm8k_arith", "sft", "none", 0)
+    run.agent_log.write_text("round 1\nTraceback (most recent call last):\n  File \"x.py\", "
+                             "line 1\nValueError: bad learning rate\n")
+    # a run recorded without code.git: the route comes from the workspace as left
+    (run.workspace / "code").mkdir(parents=True)
+    (run.workspace / "code" / "dpo.py").write_text(
+        "from trl import DPOConfig, DPOTrainer  # preference tuning\n")
+    # what an LLM agent's proxy and stack leave (a2rl.proxy, a2rl.agent_stacks)
+    calls = [{"call": 1, "time": T0, "model": "m", "outcome": "ok", "input_tokens": 10,
+              "output_tokens": 2, "cached_input_tokens": 0, "usage_reported": True,
+              "latency_s": 1.0, "cost_usd": 0.25},
+             {"call": 2, "time": T0, "model": "m", "outcome": "upstream_error",
+              "input_tokens": 0, "output_tokens": 0, "latency_s": 0.5, "cost_usd": 0.0}]
+    run.llm_calls.write_text("".join(json.dumps(c) + "\n" for c in calls))
+    run.transcript.write_text(json.dumps({"type": "tool_use", "name": "bash", "input": {
+        "command": "python -c 'from trl import GRPOTrainer'"}}) + "\n")
+
+    summary = summarize_run(cfg)
+
+    assert summary["route"]["methods"] == ["DPO", "GRPO"]  # code and transcript
+    llm = summary["llm"]
+    assert (llm["calls"], llm["failed_calls"], llm["input_tokens"]) == (2, 1, 10)
+    assert llm["latency_s"] == 1.5 and summary["cost_usd"] == 0.25
+    kinds = [f["kind"] for f in summary["failures"]]
+    assert kinds == ["submission", "agent"]
+    assert "ValueError: bad learning rate" in summary["failures"][1]["excerpt"]
+    assert summary["integrity"]["contamination"]["checked"] is False  # no sealed split here
+    md = run.summary_md.read_text()
+    assert "## Failures" in md and "ValueError: bad learning rate" in md
+    assert "| Route | DPO, GRPO |" in md and "| LLM cost | $0.2500 |" in md
+    assert "## LLM usage" in md
 
 
 def test_leaderboard_of_no_runs(tmp_path):
@@ -191,3 +296,32 @@ def test_grid_run_roots_follow_the_layout(tmp_path):
     layout = Layout.from_paths(cfg.paths)
     assert roots == [layout.run(t, a, "none", 0).root
                      for t in cfg.grid.tasks for a in cfg.grid.agents]
+
+
+def test_routes_are_read_from_code_and_artifacts():
+    from a2rl.report.routes import detect, run_route, submission_route
+
+    sft_code = detect([("code/train.py", "from trl import SFTConfig, SFTTrainer\n"
+                                         "from peft import LoraConfig\n")])
+    assert sft_code["methods"] == ["SFT"] and sft_code["techniques"] == ["LoRA"]
+    assert sft_code["evidence"][0]["where"] == "code/train.py:1"
+    # comments do not count; a hand-written loop is recognised by what it computes
+    assert detect([("code/a.py", "# TODO: try DPOTrainer\nx = 1\n")])["methods"] == []
+    loop = "logp = out.logits.log_softmax(-1)\nloss = -(reward * logp).mean()\nloss.backward()\n"
+    assert detect([("code/rl.py", loop)])["methods"] == ["custom RL"]
+    grouped = loop.replace("reward", "advantage") + "adv = (r - group.mean()) / group.std()\n"
+    assert detect([("code/rl.py", grouped)])["methods"] == ["GRPO"]
+    assert detect([("code/p.py", "from trl import PPOTrainer\n")])["methods"] == ["PPO"]
+    assert detect([("notes.bin", "SFTTrainer")])["methods"] == []  # not code
+
+    # the artifact decides first; LoRA in code counts only when the artifact is an adapter
+    assert submission_route({"equals_base": True}, sft_code)["methods"] == ["copy"]
+    assert submission_route({"weights_equal_base": True}, sft_code)["methods"] == ["prompt-only"]
+    assert submission_route({"kind": "full"}, sft_code)["techniques"] == []
+    assert submission_route({"kind": "adapter"}, sft_code)["techniques"] == ["LoRA"]
+    nothing = detect([])
+    assert submission_route({"kind": "full"}, nothing)["methods"] == ["unknown"]
+    assert run_route([{"valid": True, "methods": ["copy"]},
+                      {"valid": True, "methods": ["SFT"]},
+                      {"valid": False, "methods": ["GRPO"]},
+                      {"valid": True, "methods": ["unknown"]}]) == ["SFT", "copy"]

@@ -48,7 +48,8 @@ def test_dry_run_plans_every_cell(grid, tmp_path):
     if grid == "paper":  # configured-but-unimplemented tasks are planned like the others
         tasks = {c["task"] for c in planned}
         assert {"humaneval", "alpacaeval", "alfworld", "webshop", "deepsearchqa"} <= tasks
-        assert len(planned) == 36
+        # 6 tasks x (6 LLM agents x 6 drivers + noop and sft with driver none) x 3 seeds
+        assert len(planned) == 6 * (6 * 6 + 2) * 3
 
 
 def test_extra_overrides_and_bad_grid(tmp_path):
@@ -71,8 +72,8 @@ def test_lint_is_clean(tmp_path):
 
 def test_unimplemented_task_fails_when_run(tmp_path):
     result = snakemake("--cores", "1", "--config", "grid=paper", "--",
-                       "results/prepared/humaneval/prepared.json", workdir=tmp_path)
+                       "results/prepared/webshop/prepared.json", workdir=tmp_path)
     assert result.returncode != 0
-    log = tmp_path / "results" / "logs" / "prepare_task" / "humaneval.log"
+    log = tmp_path / "results" / "logs" / "prepare_task" / "webshop.log"
     assert "TaskNotImplemented" in log.read_text()
     assert "not implemented yet" in result.stdout + result.stderr

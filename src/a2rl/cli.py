@@ -4,6 +4,9 @@
     a2rl run -m agent=noop,sft seed=0,1,2   a Hydra sweep: one job per combination
     a2rl stage NAME [OVERRIDES...]          one stage of one cell
     a2rl leaderboard [--all] [OVERRIDES...] rebuild results/leaderboard.{csv,md,json}
+    a2rl report [--all] [--screenshots DIR] [OVERRIDES...]
+                                            leaderboard + static HTML report (results/report/)
+    a2rl narrate --driver NAME [OVERRIDES...] optional LLM-written narrative of one run
     a2rl submit PATH | a2rl status          inside a workspace: talk to this run's grader
 
 OVERRIDES are Hydra's (``task=gsm8k budget=ci task.params.test_size=50``); see conf/.
@@ -31,7 +34,7 @@ log = logging.getLogger("a2rl")
 
 # the per-cell stages of a2rl.stages, in the order `a2rl run` calls them
 STAGES = ("prepare_model", "prepare_task", "measure_baseline", "run_agent", "final_grade",
-          "summarize_run")
+          "summarize_run", "export_model")
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 USAGE = """usage: a2rl COMMAND [ARGS...]
@@ -44,6 +47,13 @@ commands:
   leaderboard [--all] [OVERRIDES...]
                                    rebuild results/leaderboard.{{csv,md,json}} from the
                                    grid's runs (--all: every summarized run)
+  report [--all] [--screenshots DIR] [OVERRIDES...]
+                                   the leaderboard and the static HTML report
+                                   (results/report/index.html); --screenshots DIR also saves
+                                   PNGs of the leaderboard and a run page (headless chromium)
+  narrate --driver NAME [OVERRIDES...]
+                                   an LLM-written narrative.md of one run through the driver
+                                   conf/driver/NAME.yaml (optional; never used by summaries)
   submit PATH                      (in a workspace) submit a model folder to the grader
   status                           (in a workspace) the grader's view of this run
 
@@ -135,10 +145,29 @@ def run_leaderboard(overrides: Sequence[str], run_roots: Iterable[os.PathLike | 
     return board
 
 
+def run_report(overrides: Sequence[str], run_roots: Iterable[os.PathLike | str],
+               log_path: str | None = None, leaderboard: bool = True) -> Path:
+    """Build the HTML report of ``run_roots`` (after the leaderboard, unless ``leaderboard``
+    is false: the workflow builds that in its own rule); returns index.html."""
+    from a2rl.compose import compose
+    from a2rl.layout import Layout
+    from a2rl.stages import build_leaderboard, build_report
+
+    with log_output(log_path):
+        layout = Layout.from_paths(compose(overrides).paths)
+        roots = [Path(r) for r in run_roots]
+        if leaderboard:
+            build_leaderboard(roots, layout)
+        index = build_report(roots, layout)
+        log.info("report of %d runs: %s", len(roots), index)
+    return index
+
+
 def run_cell(cfg) -> None:
     """Every stage of one cell, in order, then the leaderboard over all summarized runs."""
     from a2rl.layout import Layout
     from a2rl.leaderboard import build_leaderboard, discover_run_roots
+    from a2rl.report import build_report
 
     cell = f"{cfg.task.id}/{cfg.agent.name}/{cfg.driver.name}/seed{cfg.seed}"
     for name in STAGES:
@@ -146,7 +175,9 @@ def run_cell(cfg) -> None:
         stage_function(name)(cfg)
     layout = Layout.from_paths(cfg.paths)
     board = build_leaderboard(discover_run_roots(layout), layout)
-    log.info("%s: done; leaderboard (%d rows) at %s", cell, len(board), layout.leaderboard_md)
+    index = build_report(discover_run_roots(layout), layout)
+    log.info("%s: done; leaderboard (%d rows) at %s, report at %s", cell, len(board),
+             layout.leaderboard_md, index)
 
 
 def _run_app(args: list[str]) -> int:
@@ -193,6 +224,52 @@ def _leaderboard(args: list[str]) -> int:
     return 0
 
 
+def _report(args: list[str]) -> int:
+    from a2rl.compose import compose
+    from a2rl.layout import Layout
+    from a2rl.leaderboard import discover_run_roots, grid_run_roots
+
+    every = "--all" in args
+    shots = None
+    rest: list[str] = []
+    items = iter(args)
+    for arg in items:
+        if arg == "--screenshots":
+            shots = next(items, None)
+            if shots is None:
+                print("a2rl report: --screenshots needs a folder", file=sys.stderr)
+                return 2
+        elif arg != "--all":
+            rest.append(arg)
+    cfg = compose(rest)
+    layout = Layout.from_paths(cfg.paths)
+    roots = discover_run_roots(layout) if every else grid_run_roots(cfg)
+    index = run_report(rest, roots)
+    print(index)
+    if shots:
+        from a2rl.report.screenshot import screenshot_report
+
+        for path in screenshot_report(index.parent, Path(shots)):
+            print(path)
+    return 0
+
+
+def _narrate(args: list[str]) -> int:
+    from a2rl.compose import compose
+    from a2rl.report.narrative import write_narrative
+    from a2rl.stages import run_paths
+
+    if "--driver" not in args or args.index("--driver") + 1 >= len(args):
+        print("usage: a2rl narrate --driver NAME [OVERRIDES...]", file=sys.stderr)
+        return 2
+    i = args.index("--driver")
+    driver_name, overrides = args[i + 1], args[:i] + args[i + 2:]
+    cfg = compose(overrides)
+    driver = compose([*overrides, f"driver={driver_name}"]).driver
+    print(write_narrative(run_paths(cfg).summary_md, driver))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
@@ -205,7 +282,8 @@ def main(argv: list[str] | None = None) -> int:
         return client.main(argv)
     if command == "run":
         return _run_app(rest)
-    handlers = {"stage": _stage, "leaderboard": _leaderboard}
+    handlers = {"stage": _stage, "leaderboard": _leaderboard, "report": _report,
+                "narrate": _narrate}
     if command not in handlers:
         print(f"a2rl: unknown command {command!r}\n\n{USAGE}", end="", file=sys.stderr)
         return 2

@@ -15,6 +15,8 @@ FEEDBACK_MODES = ("test", "validation")
 LEVELS = ("L1", "L2", "L3")
 BACKENDS = ("auto", "hf", "vllm")
 SANDBOXES = ("bwrap", "none")
+AGENT_KINDS = ("reference", "llm")
+PROVIDERS = ("none", "anthropic", "openai", "gemini", "openai_compatible", "replay")
 
 
 class ConfigError(ValueError):
@@ -90,7 +92,12 @@ class TaskConfig:
 
 @dataclass
 class AgentConfig:
-    """An agent stack: the command run inside the sandbox and what it may reach."""
+    """An agent stack: the command run inside the sandbox and what it may reach.
+
+    Reference agents give ``command``; LLM-driven agents name a ``stack`` (an adapter in
+    a2rl.agent_stacks that builds the command line) and pin its package ``version``, installed
+    into resources/tools/<stack>/<version>/ by scripts/install_agents.py. ``args`` are extra
+    arguments for the stack's CLI."""
 
     name: str = "noop"
     kind: str = "reference"
@@ -98,14 +105,33 @@ class AgentConfig:
     network: bool = False
     env: dict[str, str] = field(default_factory=dict)
     torch_threads: int = 0
+    stack: Optional[str] = None
+    version: Optional[str] = None
+    args: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        _require(bool(self.command), f"agent {self.name!r} has an empty command")
+        _require(self.kind in AGENT_KINDS,
+                 f"agent {self.name!r}: kind={self.kind!r}; expected one of {AGENT_KINDS}")
+        if self.kind == "llm":
+            _require(bool(self.stack) and bool(self.version),
+                     f"agent {self.name!r} is kind llm: it needs a stack and a pinned version")
+            _require(not self.command, f"agent {self.name!r} has a stack; its command is "
+                                       f"built by the adapter, so leave command empty")
+        else:
+            _require(bool(self.command), f"agent {self.name!r} has an empty command")
+            _require(self.stack is None, f"agent {self.name!r}: a reference agent has no stack")
 
 
 @dataclass
 class DriverConfig:
-    """The LLM that drives an agent; ``none`` for the reference agents."""
+    """The LLM that drives an agent; ``none`` for the reference agents.
+
+    ``base_url`` is the provider's API root as its SDK takes it (with /v1 for OpenAI-style
+    APIs, without for Anthropic and Gemini); ``openai_base_url`` its OpenAI-compatible
+    endpoint, through which agents speaking another protocol are translated. ``api_key_env``
+    names the variable with the key (read by the harness's proxy only). Prices are USD per
+    million tokens; cached input at ``price_cached_in_per_mtok`` (null: the input price).
+    ``script`` is the replay driver's script (null: the packaged train-and-submit script)."""
 
     name: str = "none"
     provider: str = "none"
@@ -114,6 +140,25 @@ class DriverConfig:
     api_key_env: Optional[str] = None
     price_in_per_mtok: float = 0.0
     price_out_per_mtok: float = 0.0
+    openai_base_url: Optional[str] = None
+    price_cached_in_per_mtok: Optional[float] = None
+    script: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        _require(self.provider in PROVIDERS,
+                 f"driver {self.name!r}: provider={self.provider!r}; expected one of "
+                 f"{PROVIDERS}")
+        if self.provider not in ("none", "replay"):
+            _require(bool(self.model) and bool(self.base_url),
+                     f"driver {self.name!r} ({self.provider}) needs model and base_url")
+        if self.provider in ("anthropic", "openai", "gemini"):
+            _require(bool(self.api_key_env),
+                     f"driver {self.name!r} ({self.provider}) needs api_key_env")
+        _require(self.provider == "replay" or self.script is None,
+                 f"driver {self.name!r}: only the replay provider takes a script")
+        for key in ("price_in_per_mtok", "price_out_per_mtok"):
+            _require(getattr(self, key) >= 0, f"driver.{key}={getattr(self, key)}; "
+                                              f"expected >= 0")
 
 
 @dataclass
@@ -125,9 +170,16 @@ class BudgetConfig:
     max_submissions: int = 10
     count_eval_time: bool = True
     kill_grace_s: float = 5.0
+    # optional limits on the driver LLM (a2rl.proxy): input + output tokens, and USD
+    llm_max_tokens: Optional[int] = None
+    llm_max_usd: Optional[float] = None
 
     def __post_init__(self) -> None:
         _require(self.time_limit_s > 0, f"budget.time_limit_s={self.time_limit_s}; expected > 0")
+        _require(self.llm_max_tokens is None or self.llm_max_tokens > 0,
+                 f"budget.llm_max_tokens={self.llm_max_tokens}; expected > 0 or null")
+        _require(self.llm_max_usd is None or self.llm_max_usd > 0,
+                 f"budget.llm_max_usd={self.llm_max_usd}; expected > 0 or null")
         _require(self.max_submissions >= 1,
                  f"budget.max_submissions={self.max_submissions}; expected >= 1")
         _require(self.kill_grace_s >= 0, f"budget.kill_grace_s={self.kill_grace_s}; expected >= 0")

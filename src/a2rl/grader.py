@@ -29,6 +29,7 @@ from a2rl.clock import BudgetClock
 from a2rl.events import EventLog
 from a2rl.ledger import Ledger
 from a2rl.models import InvalidSubmission, materialize_submission
+from a2rl.recording import CodeRecorder, artifact_bytes
 
 # evaluate(model_dir) -> EvalResult-like object with .score .stderr .n .seconds
 Evaluator = Callable[[Path], Any]
@@ -52,7 +53,8 @@ class GradingService:
 
     def __init__(self, settings: GraderSettings, workspace: Path, store: Path, ledger: Ledger,
                  base_model: Path, evaluate: Evaluator, clock: BudgetClock, events: EventLog,
-                 mirror: Optional[Path] = None, alias: str = "/workspace"):
+                 mirror: Optional[Path] = None, alias: str = "/workspace",
+                 recorder: Optional[CodeRecorder] = None):
         self.settings = settings
         self.resolver = WorkspaceResolver(workspace, alias)
         self.store = Path(store)
@@ -63,6 +65,7 @@ class GradingService:
         self.clock = clock
         self.events = events
         self.mirror = mirror
+        self.recorder = recorder  # snapshots the agent's code at each accepted submission
         self._turn = threading.Lock()
         if mirror is not None:
             self.ledger.write_mirror(mirror, settings.baseline)
@@ -104,11 +107,13 @@ class GradingService:
         src = resolve_submission(self.resolver, model_path)
         digest, artifact = copy_artifact(self.resolver, src, self.store,
                                          self.settings.max_artifact_bytes)
+        extra = self._snapshot(model_path, artifact)
         earlier = self.ledger.find_hash(digest)
         if earlier is not None:
-            return self._record(model_path, digest, earlier, cached=True)
+            return self._record(model_path, digest, earlier, cached=True, extra=extra)
         if digest == self.settings.base_hash and self.settings.base_scored:
-            return self._record(model_path, digest, self.settings.base_scored, cached=True)
+            return self._record(model_path, digest, self.settings.base_scored, cached=True,
+                                extra=extra)
         model_dir = materialize_submission(artifact, self.base_model,
                                            artifact.parent / "model")
         started = time.monotonic()
@@ -121,10 +126,24 @@ class GradingService:
         self.clock.add_eval_time(seconds)
         scored = {"score": round(result.score, 4), "stderr": round(result.stderr, 4),
                   "n": result.n, "eval_seconds": round(seconds, 3)}
-        return self._record(model_path, digest, scored, cached=False)
+        return self._record(model_path, digest, scored, cached=False, extra=extra)
+
+    def _snapshot(self, model_path: object, artifact: Path) -> dict[str, Any]:
+        """The artifact's size and, before it is evaluated, a commit of the agent's code as
+        submitted (``code_commit``; None when recording failed, which never fails grading)."""
+        extra: dict[str, Any] = {"artifact_bytes": artifact_bytes(artifact)}
+        if self.recorder is not None:
+            try:
+                extra["code_commit"] = self.recorder.snapshot(
+                    f"submission {self.ledger.next_id()}: {model_path}").commit
+            except Exception as err:
+                extra["code_commit"] = None
+                self.events.emit("error", message=f"code snapshot failed: "
+                                                  f"{type(err).__name__}: {err}")
+        return extra
 
     def _record(self, model_path: object, digest: str, scored: dict[str, Any],
-                cached: bool) -> dict[str, Any]:
+                cached: bool, extra: Optional[dict[str, Any]] = None) -> dict[str, Any]:
         best_before = self.ledger.best()
         score = scored["score"]
         best = max(score, best_before["score"]) if best_before else score
@@ -136,7 +155,13 @@ class GradingService:
             "score": score, "stderr": scored.get("stderr"), "n": scored.get("n"),
             "eval_seconds": 0.0 if cached else scored.get("eval_seconds"),
             "elapsed_s": round(self.clock.elapsed(), 3), "best": best, "baseline": baseline,
-            "improvement": None if baseline is None else round(score - baseline, 4)})
+            "improvement": None if baseline is None else round(score - baseline, 4),
+            **(extra or {})})
+        if entry.get("code_commit") and self.recorder is not None:
+            try:
+                self.recorder.tag(entry["code_commit"], f"submission-{entry['submission_id']}")
+            except Exception as err:
+                self.events.emit("error", message=f"tagging the code snapshot failed: {err}")
         self._after(entry)
         return {k: entry[k] for k in ("submission_id", "score", "best", "baseline",
                                       "improvement", "elapsed_s", "cached", "stderr", "n",
@@ -161,7 +186,7 @@ class GradingService:
         self.events.emit("submission", submission_id=entry["submission_id"],
                          valid=entry["valid"], score=entry.get("score"),
                          artifact_hash=entry.get("artifact_hash"), error=entry.get("error"),
-                         cached=entry.get("cached"))
+                         cached=entry.get("cached"), code_commit=entry.get("code_commit"))
 
     def wait_idle(self) -> None:
         """Block until no evaluation is in progress."""
@@ -182,7 +207,9 @@ def create_app(service: GradingService, token: str) -> FastAPI:
         header = request.headers.get("authorization", "")
         return hmac.compare_digest(header.encode(), f"Bearer {token}".encode())
 
-    def denied() -> JSONResponse:
+    def denied(request: Request) -> JSONResponse:
+        # recorded for the tamper log (a2rl.integrity)
+        service.events.emit("grader_denied", method=request.method, path=request.url.path)
         return JSONResponse({"error": "missing or wrong bearer token (use $A2RL_TOKEN)"}, 401)
 
     @app.get("/health")
@@ -191,12 +218,12 @@ def create_app(service: GradingService, token: str) -> FastAPI:
 
     @app.get("/status")
     def status(request: Request):
-        return service.status() if authorized(request) else denied()
+        return service.status() if authorized(request) else denied(request)
 
     @app.post("/submit")
     async def submit(request: Request):
         if not authorized(request):
-            return denied()
+            return denied(request)
         body = await request.body()
         try:
             payload = json.loads(body)

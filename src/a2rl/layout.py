@@ -8,7 +8,12 @@ results/
                               output/, scores.json)
       store/{sha256}/         submitted artifacts, copied and hashed before evaluation
       ledger.jsonl events.jsonl agent.log final.json summary.md summary.json
-  leaderboard.csv leaderboard.md leaderboard.json
+      llm_calls.jsonl transcript.jsonl agent/   LLM calls (a2rl.proxy), the agent CLI's transcript
+      code.git/               the agent's code at each submission and at the end (a2rl.recording)
+      integrity.json          contamination and tamper checks (a2rl.integrity)
+  models/{task}/{agent}/{driver}/seed{seed}/   each run's selected artifact, tracked by DVC
+  report/                     the static HTML report (index.html, runs/, plots/, trajectories/)
+  leaderboard.csv leaderboard.md leaderboard.json leaderboard_levels.csv
 resources/models/{model}/     prepared base models (HF folders)
 """
 
@@ -90,6 +95,30 @@ class RunPaths:
     def scores_mirror(self) -> Path:
         return self.workspace / "scores.json"
 
+    @property
+    def code_repo(self) -> Path:
+        """Git repository of the agent's code revisions (outside the workspace)."""
+        return self.root / "code.git"
+
+    @property
+    def integrity(self) -> Path:
+        return self.root / "integrity.json"
+
+    @property
+    def llm_calls(self) -> Path:
+        """One line per call of the agent to its driver LLM (a2rl.proxy)."""
+        return self.root / "llm_calls.jsonl"
+
+    @property
+    def transcript(self) -> Path:
+        """The agent CLI's own structured transcript, as JSON lines (a2rl.agent_stacks)."""
+        return self.root / "transcript.jsonl"
+
+    @property
+    def agent_files(self) -> Path:
+        """Writable folder the agent CLI keeps its transcript and generated configs in."""
+        return self.root / "agent"
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -128,3 +157,15 @@ class Layout:
     @property
     def leaderboard_json(self) -> Path:
         return self.results / "leaderboard.json"
+
+    @property
+    def leaderboard_levels_csv(self) -> Path:
+        return self.results / "leaderboard_levels.csv"
+
+    def selected_model(self, task: str, agent: str, driver: str, seed: int) -> Path:
+        """The selected artifact of a run, exported for DVC (selected.json, model/)."""
+        return self.results / "models" / task / agent / driver / f"seed{seed}"
+
+    @property
+    def report(self) -> Path:
+        return self.results / "report"

@@ -13,11 +13,14 @@ from typing import Any
 
 from a2rl.clock import BudgetClock
 from a2rl.config import RunConfig
+from a2rl.drivers import StackRun, check_driver, driver_session
 from a2rl.events import EventLog
 from a2rl.grader import GraderSettings, GradingServer, GradingService
 from a2rl.layout import RunPaths
 from a2rl.ledger import Ledger
 from a2rl.procs import run_until
+from a2rl.proxy import llm_totals
+from a2rl.recording import CodeRecorder
 from a2rl.records import read_json, utc_now, write_json_atomic
 from a2rl.sandbox import HOME, Sandbox
 from a2rl.task import Task
@@ -86,6 +89,8 @@ def execute(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pat
             baseline: dict[str, Any]) -> dict[str, Any]:
     """Run the agent phase of one cell; returns what run.json records."""
     fresh_run_dir(run)
+    check_driver(cfg)  # an LLM agent's key and tools are checked before anything starts
+    stack_run = StackRun.prepare(cfg, run) if cfg.agent.stack else None
     split_name, split = feedback_split(cfg, prepared)
     base_scored = baseline.get(split_name) or {}
     split_baseline = base_scored.get("score")
@@ -93,7 +98,8 @@ def execute(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pat
     write_tools(tools, sys.executable)
     grader_dir = Path(tempfile.mkdtemp(prefix="a2rl-grader-"))
     grader_dir.chmod(0o755)
-    sandbox = Sandbox(cfg.sandbox, run.workspace, tools, grader_dir, cfg.agent.network)
+    sandbox = Sandbox(cfg.sandbox, run.workspace, tools, grader_dir, cfg.agent.network,
+                      **(stack_run.mounts() if stack_run else {}))
     clock = BudgetClock(cfg.budget.time_limit_s, cfg.budget.count_eval_time)
     events = EventLog(run.events, clock)
     if cfg.sandbox == "none":
@@ -118,18 +124,27 @@ def execute(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pat
         workspace=run.workspace, store=run.store, ledger=Ledger(run.ledger),
         base_model=base_model,
         evaluate=lambda model_dir: task.evaluate(model_dir, split, cfg.task.inference),
-        clock=clock, events=events, mirror=run.scores_mirror, alias=sandbox.workspace_view)
+        clock=clock, events=events, mirror=run.scores_mirror, alias=sandbox.workspace_view,
+        recorder=CodeRecorder(run.code_repo, run.workspace))
     started = utc_now()
     try:
-        with GradingServer(service, token, grader_dir / "grader.sock") as server:
+        with GradingServer(service, token, grader_dir / "grader.sock") as server, \
+                driver_session(cfg, run, events) as proxy:
             env = agent_env(cfg, sandbox, f"unix:{sandbox.grader_dir_view}/grader.sock",
                             server.http_url, token, cfg.budget.time_limit_s)
-            argv = sandbox.command(expand_command(cfg, sandbox), env)
+            command = expand_command(cfg, sandbox)
+            if stack_run is not None:  # an LLM agent's CLI, pointed at the run's proxy
+                launch = stack_run.launch(cfg, sandbox, proxy, description, env["HOME"])
+                command, env = launch.argv, env | launch.env
+            argv = sandbox.command(command, env)
             clock.start()
             events.emit("agent_start", agent=cfg.agent.name, driver=cfg.driver.name,
-                        sandbox=cfg.sandbox, command=expand_command(cfg, sandbox))
+                        sandbox=cfg.sandbox, command=command)
+            # a used-up LLM budget ends the agent like the time budget does
+            time_left = (clock.time_left if proxy is None else
+                         lambda: 0.0 if proxy.exhausted else clock.time_left())
             outcome = run_until(argv, sandbox.host_env(env), run.workspace, run.agent_log,
-                                clock.time_left, cfg.budget.kill_grace_s,
+                                time_left, cfg.budget.kill_grace_s,
                                 on_warning=lambda left: events.emit("budget_warning",
                                                                     time_left_s=round(left, 1)))
             if outcome.killed:
@@ -137,9 +152,12 @@ def execute(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pat
             events.emit("agent_exit", exit_code=outcome.exit_code, seconds=outcome.seconds,
                         survivors_killed=outcome.survivors_killed)
             service.wait_idle()
+            record_final_code(service.recorder, events, outcome.exit_code)
     finally:
         shutil.rmtree(grader_dir, ignore_errors=True)
-    status = ("budget_exhausted" if outcome.killed else
+    llm_exhausted = proxy is not None and proxy.exhausted
+    status = ("llm_budget_exhausted" if llm_exhausted else
+              "budget_exhausted" if outcome.killed else
               "completed" if outcome.exit_code == 0 else "agent_failed")
     record = {"task": cfg.task.id, "agent": cfg.agent.name, "driver": cfg.driver.name,
               "seed": cfg.seed, "started": started, "ended": utc_now(),
@@ -147,8 +165,23 @@ def execute(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pat
               "status": status, "time_limit_s": cfg.budget.time_limit_s,
               "sandbox": cfg.sandbox, "feedback": split_name,
               "submissions": len(service.ledger.entries)}
+    if stack_run is not None:
+        record |= stack_run.finish(run) | {"stack": cfg.agent.stack,
+                                           "stack_version": cfg.agent.version}
+    if proxy is not None:
+        record |= {"driver_model": proxy.settings.model, "llm": llm_totals(run.root)}
     write_json_atomic(run.run_json, record)
     return record
+
+
+def record_final_code(recorder: CodeRecorder, events: EventLog, exit_code) -> None:
+    """Commit the agent's code as it left it (tag ``final``); a failure is logged, not raised."""
+    try:
+        snap = recorder.snapshot(f"final: agent exited ({exit_code})", tag="final")
+        events.emit("code_snapshot", commit=snap.commit, files=snap.files, tag="final",
+                    changed=snap.changed)
+    except Exception as err:
+        events.emit("error", message=f"final code snapshot failed: {type(err).__name__}: {err}")
 
 
 def load_baseline(path: Path) -> dict[str, Any]:

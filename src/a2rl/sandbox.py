@@ -45,6 +45,8 @@ class Sandbox:
     grader_dir: Path
     network: bool = False
     extra_ro: list[Path] = field(default_factory=list)
+    # extra writable folders: path inside the sandbox -> host folder (an agent CLI's files)
+    extra_rw: dict[str, Path] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.kind == "bwrap" and shutil.which("bwrap") is None:
@@ -102,6 +104,8 @@ class Sandbox:
             args += ["--bind", str(self.workspace / area), f"{WORKSPACE}/{area}"]
         args += ["--ro-bind", str(self.tools), TOOLS,
                  "--ro-bind", str(self.grader_dir), GRADER_DIR]
+        for view, host in self.extra_rw.items():
+            args += ["--bind", str(host), view]
         return args
 
     @staticmethod

@@ -1,8 +1,8 @@
 """The pipeline's stages as plain functions of one composed RunConfig. Snakemake rules, DVC
 stages and the ``a2rl run`` Hydra app all call these and nothing else.
 
-prepare_model -> prepare_task -> measure_baseline -> run_agent -> final_grade -> summarize_run,
-then build_leaderboard over the grid's runs.
+prepare_model -> prepare_task -> measure_baseline -> run_agent -> final_grade -> summarize_run
+-> export_model, then build_leaderboard and build_report over the grid's runs.
 
 Paths: ``Layout.from_paths(cfg.paths)``; a task's results are keyed by ``cfg.task.id``.
 """
@@ -145,6 +145,22 @@ def summarize_run(cfg: RunConfig) -> dict[str, Any]:
     return summarize(cfg)
 
 
+def export_model(cfg: RunConfig) -> Path:
+    """Copy (hard-link) the selected artifact to results/models/{task}/{agent}/{driver}/seed{k}/
+    (model/ and selected.json), where DVC tracks it."""
+    from a2rl.recording import export_selected
+    run = run_paths(cfg)
+    dest = layout_of(cfg).selected_model(cfg.task.id, cfg.agent.name, cfg.driver.name, cfg.seed)
+    export_selected(run.final, run.store, dest)
+    return dest
+
+
 def build_leaderboard(run_roots: list[Path], layout: Layout):
     from a2rl.leaderboard import build_leaderboard as build
+    return build(run_roots, layout)
+
+
+def build_report(run_roots: list[Path], layout: Layout) -> Path:
+    """The static HTML report of ``run_roots`` under results/report/ (index.html)."""
+    from a2rl.report import build_report as build
     return build(run_roots, layout)

