@@ -34,6 +34,8 @@ def test_bench_core_on_tiny_model(tmp_path, capsys):
     for key in ("speedup_tokens_per_s", "speedup_prompts_per_s"):
         assert math.isfinite(gen[key]) and gen[key] > 0
     assert isinstance(gen["meets_target"], bool)
+    assert [r["prompts"] for r in gen["rounds"]] == [4, 4]
+    assert all(r["speedup"] > 0 for r in gen["rounds"])
 
     sub = result["submission"]
     assert sub["n"] == 8 and sub["score"] is not None

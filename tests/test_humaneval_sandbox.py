@@ -359,9 +359,12 @@ def test_limits_are_checked():
 
 
 def test_a_sandbox_that_cannot_start_is_an_error(runner, monkeypatch):
+    runner.self_test()
     monkeypatch.setattr(runner, "command", lambda: ["bwrap", "--no-such-option"])
     with pytest.raises(SandboxError, match="did not start"):
         runner.run(add_program(GOOD))
+    with pytest.raises(SandboxError):
+        runner.self_test()
 
 
 def test_without_bwrap_programs_still_run_in_their_own_process():

@@ -275,6 +275,16 @@ class CodeRunner:
         with ThreadPoolExecutor(max_workers=min(self.workers, len(programs))) as pool:
             return list(pool.map(self.run, programs))
 
+    def self_test(self) -> None:
+        """Run a trivial passing and a trivial failing program; raise SandboxError unless both
+        get their verdicts (a sandbox that cannot work on this machine fails fast)."""
+        test = "def check(candidate):\n    assert candidate() == 1\n"
+        good, bad = self.run_many([
+            ProgramWithTests(program="def f():\n    return 1\n", test=test, entry_point="f"),
+            ProgramWithTests(program="def f():\n    return 2\n", test=test, entry_point="f")])
+        if (good.status, bad.status) != ("passed", "failed"):
+            raise SandboxError(f"the sandbox self-test failed: {good} / {bad}")
+
     def command(self) -> list[str]:
         """The command line of one sandbox (a fresh throw-away uid for root callers)."""
         python = [self.python, "-I", "-S", "-u", "-B", "-c", RUNNER_SOURCE]
@@ -493,7 +503,7 @@ def measure_overhead(runner: CodeRunner, n: int = 50) -> dict[str, float]:
     """Median and 90th percentile wall time (ms) of a trivial passing program, run one at a
     time: the cost of the sandbox and interpreter start per program."""
     program = ProgramWithTests(program="def f():\n    return 1\n", entry_point="f",
-                          test="def check(candidate):\n    assert candidate() == 1\n")
+                               test="def check(candidate):\n    assert candidate() == 1\n")
     times = []
     for _ in range(n):
         started = time.perf_counter()

@@ -223,6 +223,8 @@ class HumanEvalTask(Task):
         items = list(iter_jsonl(split))
         if not items:
             raise ValueError(f"{split}: no items to evaluate")
+        runner = self.runner()
+        runner.self_test()  # a broken sandbox fails here, not after generating
         n = self.params.n_samples
         if n > 1:
             inference = dataclasses.replace(inference, temperature=self.params.temperature)
@@ -238,12 +240,13 @@ class HumanEvalTask(Task):
         if close:
             close()
         replies = [flat[i * n:(i + 1) * n] for i in range(len(items))]
-        result = self.score_replies(items, replies, prompts)
+        result = self.score_replies(items, replies, prompts, runner)
         result.seconds = time.perf_counter() - started
         return result
 
     def score_replies(self, items: list[dict[str, Any]], replies: list[list[str]],
-                      prompts: list[str] | None = None) -> EvalResult:
+                      prompts: list[str] | None = None,
+                      runner: CodeRunner | None = None) -> EvalResult:
         """Extract, run and score ``replies[i]`` (the samples for ``items[i]``)."""
         started = time.perf_counter()
         n = len(replies[0]) if replies else 0
@@ -261,7 +264,7 @@ class HumanEvalTask(Task):
                         context=item["code_prompt"], test=item["test"],
                         entry_point=item["entry_point"]))
                     slots.append((i, j))
-        results = self.runner().run_many(programs) if programs else []
+        results = (runner or self.runner()).run_many(programs) if programs else []
         outcome: dict[tuple[int, int], ExecResult] = dict(zip(slots, results, strict=True))
 
         per_item, records, passed_counts = [], [], []
