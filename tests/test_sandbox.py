@@ -128,3 +128,19 @@ def test_network_agents_reach_host_loopback(run_dir):
     server.close()
     assert results[True].stdout.strip() == "sent"
     assert results[False].returncode != 0
+
+
+def test_host_paths_under_tmp_stay_visible(tmp_path):
+    """A checkout or tool folder under /tmp must not be hidden by the sandbox's own /tmp."""
+    tool = tmp_path / "tools-under-tmp"
+    tool.mkdir()
+    (tool / "hello.txt").write_text("visible")
+    for sub in ("ws/code", "ws/output", "t", "g"):
+        (tmp_path / sub).mkdir(parents=True)
+    sandbox = Sandbox("bwrap", tmp_path / "ws", tmp_path / "t", tmp_path / "g",
+                      extra_ro=[tool])
+    argv = sandbox.command([sys.executable, "-c", f"print(open('{tool}/hello.txt').read())"],
+                           {"PATH": "/usr/bin"})
+    done = subprocess.run(argv, capture_output=True, text=True, env=sandbox.host_env({}),
+                          timeout=60)
+    assert done.stdout.strip() == "visible", done.stderr

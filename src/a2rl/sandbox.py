@@ -86,7 +86,9 @@ class Sandbox:
         return args
 
     def _mount_args(self) -> list[str]:
-        args: list[str] = []
+        # the fresh /tmp first: binds of host paths that live under /tmp (a checkout, a venv, the
+        # agent tools) must land on top of it, not be hidden by it
+        args: list[str] = ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", HOME]
         for path in SYSTEM_RO:
             if Path(path).exists():
                 args += ["--ro-bind", path, path]
@@ -98,8 +100,7 @@ class Sandbox:
                 args += ["--ro-bind", link, link]
         for path in python_paths() + [str(p) for p in self.extra_ro]:
             args += ["--ro-bind", path, path]
-        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", HOME,
-                 "--ro-bind", str(self.workspace), WORKSPACE]
+        args += ["--ro-bind", str(self.workspace), WORKSPACE]
         for area in WRITABLE:
             args += ["--bind", str(self.workspace / area), f"{WORKSPACE}/{area}"]
         args += ["--ro-bind", str(self.tools), TOOLS,
