@@ -6,7 +6,8 @@
 
 1. Generation: the same N sealed gsm8k_arith test prompts (chat-formatted as the grader does),
    greedy, through ``a2rl.inference.HFGenerator`` batched (``--batch-size``) and one prompt at a
-   time; tokens/s, prompts/s, their ratio, and how many completions differ. Counts come from
+   time, interleaved batch by batch (see ``bench_generation``); tokens/s, prompts/s, their
+   ratio (also per round and per CPU second), and how many completions differ. Counts come from
    the token ids generate() returned: a row's new tokens run up to and including its first end
    of sequence token; "decode slots" are rows x decoding steps of each generate() call, so
    ``decode_efficiency`` = new tokens / slots shows what padding and early-stopped rows cost.
@@ -16,8 +17,10 @@
    evaluation, ledger + mirror + event, and the rest (path checks, lock, cache look-up);
    overhead = total - evaluation, reported as a share of the evaluation.
 
-Torch threads contend with anything else running on the machine; the JSON records the load
-average around each phase so a number measured on a busy machine says so.
+Torch threads contend with anything else running on the machine: on a busy 2-core machine a
+2-thread OpenMP team waits at every parallel region for a descheduled thread, and measured
+2-10x slower than ``--threads 1`` there. The JSON records CPU seconds and the load average
+around each round so a number measured on a busy machine says so.
 """
 
 from __future__ import annotations
