@@ -33,8 +33,7 @@ import pandas as pd
 
 from a2rl.config import RunConfig
 from a2rl.layout import Layout, RunPaths
-from a2rl.records import read_json, write_json_atomic
-from a2rl.summary import write_text_atomic
+from a2rl.records import read_json, write_json_atomic, write_text_atomic
 
 log = logging.getLogger(__name__)
 

@@ -27,24 +27,24 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from datetime import datetime, timezone
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 
 def utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def write_json_atomic(path: Path, data: Any, mode: int = 0o644) -> None:
-    """Write JSON so readers see the old or the new file, never half of one."""
+def write_text_atomic(path: Path, text: str, mode: int = 0o644) -> None:
+    """Write a file so readers see the old or the new one, never half of one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=2, sort_keys=True)
-            fh.write("\n")
+            fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
@@ -52,6 +52,15 @@ def write_json_atomic(path: Path, data: Any, mode: int = 0o644) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, data: Any, mode: int = 0o644) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n", mode)
+
+
+def write_jsonl_atomic(path: Path, rows: list[dict[str, Any]], mode: int = 0o644) -> None:
+    """A whole jsonl file at once (ASCII-escaped, so line separators in text stay escaped)."""
+    write_text_atomic(path, "".join(json.dumps(row) + "\n" for row in rows), mode)
 
 
 def read_json(path: Path) -> Any:

@@ -56,15 +56,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import tempfile
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from a2rl.config import RunConfig
 from a2rl.layout import Layout, RunPaths
-from a2rl.records import iter_jsonl, write_json_atomic
+from a2rl.records import iter_jsonl, write_json_atomic, write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -290,7 +288,7 @@ def failures_of(items: list[dict[str, Any]], events: list[dict[str, Any]],
 
 
 def summarize(cfg: RunConfig, layout: Layout,
-              integrity: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+              integrity: dict[str, Any] | None = None) -> dict[str, Any]:
     """The summary of one run as a dict (nothing written). ``integrity``: the result of
     ``a2rl.integrity.check_run``; when None, the run's integrity.json if there is one."""
     from a2rl import recording
@@ -634,18 +632,6 @@ def _integrity_markdown(integrity: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Text counterpart of ``records.write_json_atomic`` (readers never see half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def summarize_run(cfg: RunConfig, check_integrity: bool = True) -> dict[str, Any]:

@@ -17,11 +17,8 @@ action is right also tends to generate it, and the parser maps near-misses onto 
 
 from __future__ import annotations
 
-import json
-import os
 import random
 import shutil
-import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -40,25 +37,11 @@ from a2rl.envs import (
     success_rate,
 )
 from a2rl.layout import PreparedTaskPaths
-from a2rl.records import iter_jsonl
+from a2rl.records import iter_jsonl, write_jsonl_atomic
 from a2rl.task import EvalResult, Task
 
 from .params import AlfworldParams
 from .textworld_env import HouseholdEnv
-
-
-def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            for row in rows:
-                fh.write(json.dumps(row) + "\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class PerturbedExpert:
@@ -147,14 +130,14 @@ class AlfworldTask(Task):
         else:
             from .alfworld_data import prepare_alfworld
             train_files, test_rows, train_types, source = prepare_alfworld(p, out)
-        _write_jsonl(out.test, test_rows)
+        write_jsonl_atomic(out.test, test_rows)
         out.validation.unlink(missing_ok=True)
         made_s = time.monotonic() - started
 
         demos = self._demonstrations(train_files, train_types, out.data)
-        _write_jsonl(out.data / "trajectories.jsonl", demos["trajectories"])
-        _write_jsonl(out.data / "train.jsonl", demos["pairs"])
-        _write_jsonl(out.data / "train_games.jsonl",
+        write_jsonl_atomic(out.data / "trajectories.jsonl", demos["trajectories"])
+        write_jsonl_atomic(out.data / "train.jsonl", demos["pairs"])
+        write_jsonl_atomic(out.data / "train_games.jsonl",
                      [{"game": str(Path(g).relative_to(out.data)), "goal_type": train_types[g]}
                       for g in train_files])
         here = Path(__file__).parent

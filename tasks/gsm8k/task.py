@@ -13,10 +13,7 @@ so a split file fixes the whole evaluation protocol and its hash covers it.
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -24,7 +21,7 @@ from typing import Any
 
 from a2rl.config import ConfigError, InferenceConfig, TaskConfig
 from a2rl.layout import PreparedTaskPaths
-from a2rl.records import iter_jsonl
+from a2rl.records import iter_jsonl, write_jsonl_atomic
 from a2rl.task import EvalResult, Task
 
 from .extract import extract_answer, is_correct
@@ -84,18 +81,6 @@ def draw_split(source, role: str, seed: int, size: int | None,
         count = min(2 * count + 16, size * MAX_DRAWS_PER_ITEM)
 
 
-def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            for row in rows:
-                fh.write(json.dumps(row) + "\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class GSM8KTask(Task):
@@ -124,14 +109,14 @@ class GSM8KTask(Task):
         shots = train[:p.shots]
         # "prompt" is the user turn the grader would send for this question (zero-shot), so a
         # prompt/completion trainer sees what the grader sends
-        _write_jsonl(out.data / "train.jsonl",
+        write_jsonl_atomic(out.data / "train.jsonl",
                      [{"id": item["id"], "question": item["question"], "answer": item["answer"],
                        "prompt": user_prompt(item["question"], self.params.instruction)}
                       for item in train])
         (out.data / "README.md").write_text(self._data_readme(len(train)))
-        _write_jsonl(out.test, [self._sealed(item, shots) for item in test])
+        write_jsonl_atomic(out.test, [self._sealed(item, shots) for item in test])
         if validation:
-            _write_jsonl(out.validation, [self._sealed(item, shots) for item in validation])
+            write_jsonl_atomic(out.validation, [self._sealed(item, shots) for item in validation])
         else:
             out.validation.unlink(missing_ok=True)
 

@@ -15,11 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
-import os
 import random
 import statistics
-import tempfile
 import time
 from math import comb
 from pathlib import Path
@@ -28,7 +25,7 @@ from typing import Any
 from a2rl.codeexec import CodeRunner, ExecResult, ProgramWithTests
 from a2rl.config import ConfigError, InferenceConfig, TaskConfig
 from a2rl.layout import PreparedTaskPaths
-from a2rl.records import iter_jsonl
+from a2rl.records import iter_jsonl, write_jsonl_atomic
 from a2rl.task import EvalResult, Task
 
 from .extract import extract_code, program_of
@@ -87,18 +84,6 @@ def split_problems(problems: list[dict[str, Any]], p: HumanEvalParams
     return train, validation, test
 
 
-def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            for row in rows:
-                fh.write(json.dumps(row) + "\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class HumanEvalTask(Task):
@@ -119,13 +104,13 @@ class HumanEvalTask(Task):
         for source in p.extra_train:
             extra += [x for x in extra_problems(source) if x["prompt"] not in held_out]
 
-        _write_jsonl(out.data / "train.jsonl",
+        write_jsonl_atomic(out.data / "train.jsonl",
                      [self._train_row(item, "humaneval") for item in train]
                      + [self._train_row(item, "mbpp") for item in extra])
         (out.data / "README.md").write_text(self._data_readme(len(train), len(extra)))
-        _write_jsonl(out.test, [self._sealed(item) for item in test])
+        write_jsonl_atomic(out.test, [self._sealed(item) for item in test])
         if validation:
-            _write_jsonl(out.validation, [self._sealed(item) for item in validation])
+            write_jsonl_atomic(out.validation, [self._sealed(item) for item in validation])
         else:
             out.validation.unlink(missing_ok=True)
 

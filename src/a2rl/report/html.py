@@ -22,9 +22,10 @@ import html
 import io
 import logging
 import shutil
-from datetime import datetime, timezone
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
 import pandas as pd
 
@@ -39,8 +40,8 @@ from a2rl.leaderboard import (
     level_frame,
     load_summaries,
 )
+from a2rl.records import write_text_atomic
 from a2rl.report.plots import leaderboard_svg, trajectory_points, trajectory_svg
-from a2rl.summary import write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +126,7 @@ def _route(methods: list[str], techniques: list[str]) -> str:
     return esc(", ".join(methods)) + (f" ({esc(', '.join(techniques))})" if techniques else "")
 
 
-def _short(commit: Optional[str]) -> str:
+def _short(commit: str | None) -> str:
     return f"<code>{esc(commit[:10])}</code>" if commit else "–"
 
 
@@ -161,7 +162,7 @@ def code_revision_sections(s: dict[str, Any], repo: Path) -> str:
                      str(len(r["files"])), esc(r["message"])] for r in revisions], [3])]
     tagged = [(r["tags"][0], r["commit"]) for r in revisions if r["tags"]]
     # (label, commit, the name git knows it by)
-    previous: tuple[str, Optional[str], Optional[str]] = ("(empty)", None, None)
+    previous: tuple[str, str | None, str | None] = ("(empty)", None, None)
     for name, commit in tagged:
         try:
             text = recording.diff(repo, previous[1], commit)
@@ -286,7 +287,7 @@ def run_page(s: dict[str, Any], run: RunPaths, plot: str) -> str:
     return page(title, "\n".join(body), depth=1)
 
 
-def integrity_section(integrity: Optional[dict[str, Any]]) -> str:
+def integrity_section(integrity: dict[str, Any] | None) -> str:
     if not integrity:
         return "<p>Not checked.</p>"
     c = integrity.get("contamination") or {}
@@ -396,7 +397,7 @@ def trajectory_csv(summary: dict[str, Any]) -> str:
 
 
 def build_report(run_roots: Iterable[Path], layout: Layout,
-                 out: Optional[Path] = None) -> Path:
+                 out: Path | None = None) -> Path:
     """Write the report of ``run_roots`` to ``out`` (default results/report); returns
     index.html."""
     out = Path(out or layout.report)
@@ -415,7 +416,7 @@ def build_report(run_roots: Iterable[Path], layout: Layout,
         write_text_atomic(out / "trajectories" / f"{name}.csv", trajectory_csv(s))
         write_text_atomic(out / "runs" / f"{name}.html",
                           run_page(s, RunPaths(roots[name]), f"../plots/{name}.svg"))
-    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     index = out / "index.html"
     write_text_atomic(index, index_page(board, levels, summaries, generated))
     log.info("report of %d runs at %s", len(summaries), index)
