@@ -4,15 +4,17 @@ protocols, enforces budgets, and records every failure as such."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from a2rl.llm_wire import (
     ANTHROPIC,
@@ -44,6 +46,8 @@ class FakeProvider:
         self.requests: list[dict[str, Any]] = []
         self.turn = self.default_turn()
         self.fail_with: int | None = None
+        # bytes of a stream to send before holding the connection open (-1: all of it)
+        self.hang_after: int | None = None
         self.lock = threading.Lock()
         app = FastAPI()
 
@@ -64,6 +68,10 @@ class FakeProvider:
             else:
                 protocol = PROTOCOL_OF_PATH[path]
                 stream = bool(body.get("stream"))
+            if stream and self.hang_after is not None:
+                raw = b"".join(render_sse(protocol, self.turn))
+                return StreamingResponse(hang(raw[:self.hang_after] if self.hang_after >= 0
+                                              else raw), media_type="text/event-stream")
             if stream:
                 return Response(b"".join(render_sse(protocol, self.turn)),
                                 media_type="text/event-stream")
@@ -81,6 +89,11 @@ class FakeProvider:
         return self.server.url
 
 
+async def hang(head: bytes):
+    yield head
+    await asyncio.sleep(30)
+
+
 @pytest.fixture(scope="module")
 def provider():
     fake = FakeProvider()
@@ -93,6 +106,7 @@ def provider():
 def fresh(provider):
     provider.requests.clear()
     provider.fail_with = None
+    provider.hang_after = None
     provider.turn = provider.default_turn()
     return provider
 
@@ -186,6 +200,38 @@ def test_responses_stream_usage_comes_from_response_completed(fresh, tmp_path):
     [call] = calls(tmp_path)
     assert (call["protocol"], call["input_tokens"], call["output_tokens"]) == (
         OPENAI_RESPONSES, 1000, 200)
+
+
+def read_until(proxy: LLMProxy, marker: bytes) -> bytes:
+    seen = b""
+    with httpx.stream("POST", f"{proxy.url}/v1/responses", timeout=20,
+                      headers={"Authorization": f"Bearer {DUMMY}"},
+                      json={"model": "x", "input": "hi", "stream": True}) as answer:
+        for chunk in answer.iter_raw():
+            seen += chunk
+            if marker in seen:
+                break
+    return seen
+
+
+def wait_for_calls(tmp_path: Path, count: int) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + 20
+    while len(calls(tmp_path)) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return calls(tmp_path)
+
+
+def test_hanging_up_after_the_last_event_is_ok_and_before_it_is_not(fresh, tmp_path):
+    # Codex closes the connection as soon as response.completed arrives
+    with start_proxy(tmp_path, "openai", f"{fresh.url}/v1") as proxy:
+        fresh.hang_after = -1
+        assert b"response.completed" in read_until(proxy, b"response.completed")
+        [whole] = wait_for_calls(tmp_path, 1)
+        fresh.hang_after = 40
+        assert b"response.completed" not in read_until(proxy, b"response.created")
+        cut = wait_for_calls(tmp_path, 2)[1]
+    assert (whole["outcome"], whole["output_tokens"]) == ("ok", 200)
+    assert cut["outcome"] == "client_closed"
 
 
 def test_wrong_or_missing_key_is_refused_and_never_forwarded(fresh, tmp_path):
@@ -357,8 +403,10 @@ def test_usage_tracker_reads_streams_in_any_chunking():
         raw = b"".join(render_sse(protocol, turn))
         tracker = UsageTracker(protocol)
         for i in range(0, len(raw), 7):
+            assert not tracker.finished, protocol
             tracker.feed(raw[i:i + 7])
         tracker.close()
+        assert tracker.finished, protocol
         assert (tracker.usage.input_tokens, tracker.usage.output_tokens) == (321, 45), protocol
         assert usage_of(protocol, render_json(protocol, turn)).output_tokens == 45
 

@@ -147,6 +147,9 @@ class UsageTracker:
         self.usage = Usage()
         self.events = 0
         self.error: Optional[str] = None
+        # set once the protocol's last event has passed: a client that hangs up after it
+        # has its whole answer (Codex does) is not an interrupted call
+        self.finished = False
         self._buffer = b""
 
     def feed(self, chunk: bytes) -> None:
@@ -163,7 +166,10 @@ class UsageTracker:
     def _event(self, raw: bytes) -> None:
         data = b"\n".join(line[5:].lstrip() for line in raw.split(b"\n")
                           if line.startswith(b"data:"))
-        if not data or data.strip() == b"[DONE]":
+        if data.strip() == b"[DONE]":
+            self.finished = True
+            return
+        if not data:
             return
         try:
             event = json.loads(data)
@@ -188,9 +194,11 @@ class UsageTracker:
                 self.usage.found = True
             elif kind == "error":
                 self.error = str(event.get("error"))[:500]
+            self.finished = self.finished or kind == "message_stop"
         elif self.protocol == OPENAI_RESPONSES:
             if event.get("type") in ("response.completed", "response.incomplete",
                                      "response.failed"):
+                self.finished = True
                 self.usage = usage_of(OPENAI_RESPONSES, event.get("response") or {})
                 failure = (event.get("response") or {}).get("error")
                 if failure:
@@ -199,6 +207,10 @@ class UsageTracker:
             found = usage_of(self.protocol, event)
             if found.found:
                 self.usage = found
+            if self.protocol == GEMINI:
+                self.finished = self.finished or any(
+                    isinstance(c, dict) and c.get("finishReason")
+                    for c in event.get("candidates") or [])
 
 
 # ----------------------------------------------------------------------------------- turns

@@ -375,7 +375,8 @@ def create_app(settings: ProxySettings, log: CallLog, dummy_key: str) -> FastAPI
                 yield chunk
             tracker.close()
         except (asyncio.CancelledError, GeneratorExit):
-            outcome, error = "client_closed", "the agent closed the stream"
+            if not tracker.finished:
+                outcome, error = "client_closed", "the agent closed the stream"
             raise
         except httpx.HTTPError as err:
             outcome, error = "connection_error", f"{type(err).__name__}: {err}"
