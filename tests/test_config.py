@@ -126,8 +126,8 @@ def test_grid_overrides_refuse_cell_axes():
 
 
 def test_reference_agents_get_driver_none_only():
-    cfg = compose(["grid=smoke", "grid.agents=[noop,sft,llm,llm]", "grid.drivers=[none,gpt]",
-                   "grid.seeds=[0,1]"])
+    cfg = compose(["grid=smoke", "grid.tasks=[gsm8k_arith]", "grid.agents=[noop,sft,llm,llm]",
+                   "grid.drivers=[none,gpt]", "grid.seeds=[0,1]"])
     cells = grid_cells(cfg)
     pairs = {(c["agent"], c["driver"]) for c in cells}
     assert pairs == {("noop", "none"), ("sft", "none"), ("llm", "none"), ("llm", "gpt")}
@@ -135,11 +135,35 @@ def test_reference_agents_get_driver_none_only():
     assert cells[0] == {"task": "gsm8k_arith", "agent": "noop", "driver": "none", "seed": 0}
 
 
+def test_agent_tasks_limit_an_agent_to_some_tasks():
+    cfg = compose(["grid=smoke"])
+    pairs = [(c["task"], c["agent"]) for c in grid_cells(cfg)]
+    assert pairs == [("gsm8k_arith", "noop"), ("gsm8k_arith", "sft"), ("humaneval", "noop"),
+                     ("humaneval", "sft"), ("household", "noop"), ("household", "sft"),
+                     ("household", "sft_grpo")]
+    # an override of the agents keeps the restriction for those still in the grid
+    cfg = compose(["grid=smoke", "grid.agents=[sft]"])
+    assert [c["task"] for c in grid_cells(cfg)] == ["gsm8k_arith", "humaneval", "household"]
+
+
+def test_grid_task_files_size_a_task_for_one_grid_only():
+    ci = compose(["grid=ci", "task=household"])
+    smoke = compose(["grid=smoke", "task=household"])
+    assert (ci.task.params["test_games"], smoke.task.params["test_games"]) == (4, 50)
+    assert compose(["grid=ci", "task=gsm8k_arith"]).task.params["test_size"] == 16
+    assert compose(["grid=smoke", "task=gsm8k_arith"]).task.params["test_size"] == 200
+    assert (smoke.budget.time_limit_s, smoke.budget.count_eval_time) == (900, False)
+    assert compose(["grid=smoke", "task=humaneval"]).budget.time_limit_s == 600
+    assert compose(["grid=smoke", "task=gsm8k_arith"]).budget.time_limit_s == 480
+
+
 def test_paper_grid_cells():
     cfg = compose(["grid=paper"])
     cells = grid_cells(cfg)
-    # 6 tasks x (6 LLM agents x 6 drivers + 2 reference agents with driver none) x 3 seeds
-    assert len(cells) == 6 * (6 * 6 + 2) * 3
+    # 6 tasks x (6 LLM agents x 6 drivers + 2 reference agents with driver none) x 3 seeds,
+    # and sft_grpo on ALFWorld only
+    assert len(cells) == 6 * (6 * 6 + 2) * 3 + 3
+    assert {c["task"] for c in cells if c["agent"] == "sft_grpo"} == {"alfworld"}
     llm_cells = [c for c in cells if c["driver"] != "none"]
     assert {c["agent"] for c in llm_cells} == {"claude_code", "codex", "gemini_cli", "opencode",
                                                "openhands", "mini_swe_agent"}
@@ -147,7 +171,7 @@ def test_paper_grid_cells():
                                                 "gpt_5_4", "gpt_5_2", "gpt_4o",
                                                 "gemini_2_5_flash"}
     assert {(c["agent"], c["driver"]) for c in cells if c["driver"] == "none"} == {
-        ("noop", "none"), ("sft", "none")}
+        ("noop", "none"), ("sft", "none"), ("sft_grpo", "none")}
     assert {c["task"] for c in cells} == {"gsm8k", "humaneval", "alpacaeval", "alfworld",
                                           "webshop", "deepsearchqa"}
     assert {c["seed"] for c in cells} == {0, 1, 2}

@@ -33,7 +33,8 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("A2RL_DATA") or REPO.parent / "shared" / "data").resolve()
 TASK = "gsm8k_arith"
 AGENTS = ("noop", "sft")
-CI_TEST_SIZE = 16  # conf/grid/ci.yaml: task.params.test_size
+CI_TEST_SIZE = 16  # conf/grid_task/ci_gsm8k_arith.yaml: task.params.test_size
+CI_HOUSEHOLD_GAMES = 4  # conf/grid_task/ci_household.yaml: task.params.test_games
 WORKSPACE_ENTRIES = {"description.md", "data", "base_model", "code", "output", "scores.json"}
 TIMEOUT_S = 600
 
@@ -236,6 +237,25 @@ def test_snakemake_ci_grid_records(ci_grid, agent):
 
 
 @pytest.mark.parametrize("agent", AGENTS)
+def test_snakemake_ci_grid_household_cell(ci_grid, agent):
+    """The L3 cell of the ci grid: sealed games outside the workspace, train games and expert
+    trajectories inside it, every submission scored on all the test games."""
+    run_root = ci_grid / "results" / "runs" / "household" / agent / "none" / "seed0"
+    sealed = ci_grid / "results" / "prepared" / "household" / "sealed"
+    assert len(list(sealed.rglob("*.z8"))) == CI_HOUSEHOLD_GAMES
+    workspace = run_root / "workspace"
+    assert (workspace / "data" / "train.jsonl").is_file()
+    games = [p.name for p in (workspace / "data" / "games").iterdir()]
+    assert games and not [name for name in games if name.startswith("test")]
+    ledger = read_jsonl(run_root / "ledger.jsonl")
+    assert ledger and all(e["valid"] and e["n"] == CI_HOUSEHOLD_GAMES for e in ledger)
+    final = read_json(run_root / "final.json")
+    assert final["n"] == CI_HOUSEHOLD_GAMES and 0 <= final["test_score"] <= 100
+    if agent == "sft":
+        assert all(e["equals_base"] is False for e in ledger)
+
+
+@pytest.mark.parametrize("agent", AGENTS)
 def test_snakemake_ci_grid_workspace(ci_grid, agent):
     """The paper's workspace layout, read-only where it should be, without the test split."""
     run_root = run_dir(ci_grid, agent)
@@ -268,7 +288,11 @@ def test_snakemake_ci_grid_workspace(ci_grid, agent):
 def test_snakemake_ci_grid_leaderboard(ci_grid):
     results = ci_grid / "results"
     with (results / "leaderboard.csv").open() as fh:
-        rows = {row["agent"]: row for row in csv.DictReader(fh)}
+        table = list(csv.DictReader(fh))
+    # the ci grid's second task, the household games, is on the board too
+    assert {(r["task"], r["level"], r["agent"]) for r in table if r["task"] != TASK} == \
+        {("household", "L3", agent) for agent in AGENTS}
+    rows = {row["agent"]: row for row in table if row["task"] == TASK}
     assert set(AGENTS) <= set(rows)
     for agent in AGENTS:
         row = rows[agent]

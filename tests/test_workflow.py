@@ -48,12 +48,13 @@ def test_dry_run_plans_every_cell(grid, tmp_path):
     if grid == "paper":  # configured-but-unimplemented tasks are planned like the others
         tasks = {c["task"] for c in planned}
         assert {"humaneval", "alpacaeval", "alfworld", "webshop", "deepsearchqa"} <= tasks
-        # 6 tasks x (6 LLM agents x 6 drivers + noop and sft with driver none) x 3 seeds
-        assert len(planned) == 6 * (6 * 6 + 2) * 3
+        # 6 tasks x (6 LLM agents x 6 drivers + noop and sft with driver none) x 3 seeds,
+        # and sft_grpo on ALFWorld
+        assert len(planned) == 6 * (6 * 6 + 2) * 3 + 3
 
 
 def test_extra_overrides_and_bad_grid(tmp_path):
-    ok = snakemake("-n", "--config", "grid=ci", 'overrides=["task.params.test_size=8"]',
+    ok = snakemake("-n", "--config", "grid=ci", 'overrides=["task.inference.batch_size=4"]',
                    workdir=tmp_path)
     assert ok.returncode == 0, ok.stderr
     bad = snakemake("-n", "--config", "grid=no_such_grid", workdir=tmp_path)

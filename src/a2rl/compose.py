@@ -102,12 +102,13 @@ def grid_overrides(grid: str, extra: Iterable[str] = ()) -> list[str]:
 def grid_cells(cfg: RunConfig) -> list[dict[str, Any]]:
     """The grid's cells, task x agent x driver x seed, in that nesting order. Agents listed in
     ``grid.reference_agents`` need no LLM and get driver ``none`` only, whatever ``grid.drivers``
-    says; repeated names give one cell."""
+    says; an agent in ``grid.agent_tasks`` runs on the tasks listed there only; repeated names
+    give one cell."""
     grid = cfg.grid
     cells: list[dict[str, Any]] = []
     seen: set[tuple[str, str, str, int]] = set()
     for task in grid.tasks:
-        for agent in grid.agents:
+        for agent in (a for a in grid.agents if grid.runs(a, task)):
             drivers = ["none"] if agent in grid.reference_agents else list(grid.drivers)
             for driver in drivers:
                 for seed in grid.seeds:

@@ -205,11 +205,19 @@ class GridConfig:
     drivers: list[str] = field(default_factory=lambda: ["none"])
     seeds: list[int] = field(default_factory=lambda: [0])
     # agents that need no LLM always run with driver "none", whatever `drivers` says
-    reference_agents: list[str] = field(default_factory=lambda: ["noop", "sft"])
+    reference_agents: list[str] = field(
+        default_factory=lambda: ["noop", "sft", "grpo", "sft_grpo"])
+    # agents that only make sense on some tasks (sft_grpo needs an environment): agent -> tasks;
+    # an entry for an agent the grid does not run is ignored (grid.agents may be overridden)
+    agent_tasks: dict[str, list[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _require(bool(self.tasks) and bool(self.agents) and bool(self.seeds),
                  f"grid {self.name!r} must name at least one task, agent and seed")
+
+    def runs(self, agent: str, task: str) -> bool:
+        """Whether the grid has cells for ``agent`` on ``task``."""
+        return agent not in self.agent_tasks or task in self.agent_tasks[agent]
 
 
 @dataclass
