@@ -92,7 +92,6 @@ def test_goal_split():
 
 
 def test_adapter_imports_resolve_in_the_alfworld_package():
-    pytest.importorskip("alfworld")
     from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredExpert, AlfredInfos
 
     assert AlfredExpert(expert_type="handcoded").expert_type == "handcoded"

@@ -1,4 +1,5 @@
-"""scripts/bench_core.py end to end on the tiny model: both phases run and report their ratios."""
+"""The benchmark scripts end to end: scripts/bench_core.py on the tiny model (both phases run and
+report their ratios) and scripts/bench_codeexec.py (the sandbox against no sandbox)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_core.py"
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("bench_core", SCRIPT)
+def load_script(path: Path = SCRIPT):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -48,3 +49,18 @@ def test_bench_core_on_tiny_model(tmp_path, capsys):
 
     table = capsys.readouterr().out
     assert "speedup" in table and "overhead" in table
+
+
+def test_bench_codeexec_compares_bwrap_with_no_sandbox(tmp_path):
+    bench = load_script(SCRIPT.with_name("bench_codeexec.py"))
+    out = tmp_path / "codeexec.json"
+    bench.main(["--n", "4", "--out", str(out)])
+    result = json.loads(out.read_text())
+    per = result["per_program"]
+    assert per["n"] == 4 and 0 < per["none_median_ms"] and 0 < per["bwrap_median_ms"]
+    assert per["ratio_bwrap_over_none"] == pytest.approx(
+        per["bwrap_median_ms"] / per["none_median_ms"], rel=0.01)
+    # the canonical solutions of the sealed half pass both ways
+    for isolation in ("bwrap", "none"):
+        split = result["test_split"][isolation]
+        assert split["passed"] == split["programs"] == 82 and split["seconds"] > 0

@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("textworld")
-
 from a2rl.config import ConfigError, InferenceConfig, TaskConfig
 from a2rl.envs import ExpertPolicy, play
 from a2rl.layout import PreparedTaskPaths

@@ -69,7 +69,7 @@ def test_sft_summary_names_its_route_and_each_submissions_commit(runs):
 
 @pytest.fixture(scope="module")
 def browser():
-    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     chromium, driver_bin = shutil.which("chromium"), shutil.which("chromedriver")

@@ -10,9 +10,9 @@ prompts for expert actions, so a prompt/completion trainer sees what the grader 
 
 Generation (not log-probability ranking of the admissible actions) is the grader's policy: it is
 what the model would do when deployed, it runs on every inference backend, and greedy batched
-generation equals sequential generation. Ranking by log-probability is what the reference
-``grpo`` agents use to sample cheaply during training; a model trained so that its best-ranked
-action is right also tends to generate it, and the parser maps near-misses onto the list.
+generation equals sequential generation. The reference ``grpo`` agents sample their rollouts
+the same way (at temperature 1), so what they train is what the grader plays; the parser maps
+near-misses onto the list.
 """
 
 from __future__ import annotations

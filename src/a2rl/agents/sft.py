@@ -3,7 +3,8 @@ data/train.jsonl in rounds, saves each round to output/ckpt-<k>, submits it, and
 the budget leaves room for another round.
 
 Settings (environment): A2RL_SFT_STEPS (steps per round, 20), A2RL_SFT_BATCH (8),
-A2RL_SFT_LR (5e-5), A2RL_SFT_LORA (0/1), A2RL_SFT_MAX_ROUNDS (5), A2RL_SFT_MAX_LEN (256).
+A2RL_SFT_LR (5e-5), A2RL_SFT_LORA (0/1), A2RL_SFT_MAX_ROUNDS (5), A2RL_SFT_MAX_LEN (512:
+household prompts with their history run past 256 tokens).
 """
 
 import json
@@ -113,7 +114,7 @@ def main() -> int:
         cmd = [sys.executable, str(ws / "code" / "train.py"), "--model", model,
                "--data", str(ws / "data" / "train.jsonl"), "--out", str(out),
                "--steps", str(round_steps), "--batch", str(batch), "--lr", str(setting("LR", 5e-5, float)),
-               "--max-len", str(setting("MAX_LEN", 256)), "--seed", os.environ.get("A2RL_SEED", "0"),
+               "--max-len", str(setting("MAX_LEN", 512)), "--seed", os.environ.get("A2RL_SEED", "0"),
                "--offset", str(k - 1)] + (["--lora"] if lora else [])
         log(f"round {k}: training {round_steps} steps from {model}")
         if subprocess.call(cmd, cwd=ws / "code") != 0:
