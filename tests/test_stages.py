@@ -68,3 +68,18 @@ def test_final_grade_without_submissions_reports_the_base_model(prepared):
     final = stages.final_grade(cfg)
     assert final["no_valid_submission"] and final["selected_submission"] is None
     assert final["improvement"] == 0
+
+
+def test_prepare_task_reuses_only_data_made_from_the_same_config(prepared):
+    cfg = cell(prepared)
+    manifest = stages.layout_of(cfg).prepared(cfg.task.id).manifest
+    first, written = read_json(manifest), manifest.stat().st_mtime_ns
+    stages.prepare_task(cfg, reuse=True)
+    assert manifest.stat().st_mtime_ns == written  # untouched
+    stages.prepare_task(cfg)  # without reuse: always made again
+    assert manifest.stat().st_mtime_ns > written
+    assert read_json(manifest)["fingerprint"] == first["fingerprint"]
+    bigger = cell(prepared, "task.params.test_size=7")
+    stages.prepare_task(bigger, reuse=True)
+    changed = read_json(manifest)
+    assert changed["fingerprint"] != first["fingerprint"] and changed["sizes"]["test"] == 7

@@ -172,7 +172,10 @@ def run_cell(cfg) -> None:
     cell = f"{cfg.task.id}/{cfg.agent.name}/{cfg.driver.name}/seed{cfg.seed}"
     for name in STAGES:
         log.info("%s: stage %s", cell, name)
-        stage_function(name)(cfg)
+        if name == "prepare_task":  # the cells of a sweep share their task's data
+            stage_function(name)(cfg, reuse=True)
+        else:
+            stage_function(name)(cfg)
     layout = Layout.from_paths(cfg.paths)
     board = build_leaderboard(discover_run_roots(layout), layout)
     index = build_report(discover_run_roots(layout), layout)

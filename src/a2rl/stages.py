@@ -10,6 +10,8 @@ Paths: ``Layout.from_paths(cfg.paths)``; a task's results are keyed by ``cfg.tas
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,8 @@ from typing import Any
 from a2rl.config import RunConfig
 from a2rl.layout import Layout, PreparedTaskPaths, RunPaths
 from a2rl.records import read_json, utc_now, write_json_atomic
+
+log = logging.getLogger(__name__)
 
 
 def layout_of(cfg: RunConfig) -> Layout:
@@ -43,16 +47,48 @@ def load_task_of(cfg: RunConfig):
     return load_task(cfg.task, Path(cfg.paths.root) / cfg.paths.data)
 
 
-def prepare_task(cfg: RunConfig) -> PreparedTaskPaths:
-    """Write results/prepared/{task.id}/ (data/, sealed/, prepared.json)."""
+def prepare_task(cfg: RunConfig, reuse: bool = False) -> PreparedTaskPaths:
+    """Write results/prepared/{task.id}/ (data/, sealed/, prepared.json). ``reuse``: keep what
+    is there when it was prepared from the same task config and the same code (``a2rl run``
+    uses it; Snakemake decides for itself what is out of date)."""
     task = load_task_of(cfg)
     out = layout_of(cfg).prepared(cfg.task.id)
+    fingerprint = task_fingerprint(cfg, task)
+    if reuse and _prepared_with(out, fingerprint):
+        log.info("results/prepared/%s is up to date (fingerprint %s); reused", cfg.task.id,
+                 fingerprint[:12])
+        return out
     out.data.mkdir(parents=True, exist_ok=True)
     out.sealed.mkdir(parents=True, exist_ok=True)
     facts = task.prepare(out)
     write_json_atomic(out.manifest, {"task": cfg.task.id, "name": cfg.task.name,
-                                     "prepared": utc_now(), **facts})
+                                     "prepared": utc_now(), "fingerprint": fingerprint, **facts})
     return out
+
+
+def task_fingerprint(cfg: RunConfig, task) -> str:
+    """Hash of the task's config and of the code that prepares it (the task's package and
+    a2rl itself), so a changed generator never reuses stale data."""
+    import inspect
+
+    import a2rl
+
+    digest = hashlib.sha256(json.dumps(
+        {"id": cfg.task.id, "name": cfg.task.name, "params": cfg.task.params,
+         "data": str(cfg.paths.data)}, sort_keys=True, default=str).encode())
+    for folder in (Path(inspect.getfile(type(task))).parent, Path(a2rl.__file__).parent):
+        for source in sorted(folder.rglob("*.py")):
+            digest.update(source.read_bytes())
+    return digest.hexdigest()
+
+
+def _prepared_with(out: PreparedTaskPaths, fingerprint: str) -> bool:
+    try:
+        manifest = json.loads(out.manifest.read_text())
+    except (OSError, ValueError):
+        return False
+    return (manifest.get("fingerprint") == fingerprint and out.test.is_file()
+            and out.data.is_dir() and any(out.data.iterdir()))
 
 
 def file_hash(path: Path) -> str:
