@@ -345,6 +345,25 @@ def test_a2rl_run_one_cell(repo_copy):
     assert list((repo_copy / "results" / "hydra" / "run").glob("*/a2rl.log"))
 
 
+def test_a2rl_run_sft_grpo_on_household(repo_copy):
+    """The SFT -> GRPO route end to end on the ci grid's household games: a warm-up submission,
+    then a GRPO round's, each with its code commit, and the summary names both methods."""
+    quick = ["++agent.env.A2RL_SFT_STEPS=2", "++agent.env.A2RL_GRPO_ROUNDS=1",
+             "++agent.env.A2RL_GRPO_ITERS=1", "++agent.env.A2RL_GRPO_GAMES=2",
+             "++agent.env.A2RL_GRPO_GROUP=2", "++agent.env.A2RL_GRPO_MAX_STEPS=3"]
+    run(a2rl("run", "grid=ci", "task=household", "agent=sft_grpo", "budget.time_limit_s=400",
+             *quick), repo_copy)
+    run_root = repo_copy / "results" / "runs" / "household" / "sft_grpo" / "none" / "seed0"
+    assert read_json(run_root / "run.json")["status"] == "completed"
+    ledger = read_jsonl(run_root / "ledger.jsonl")
+    assert [Path(e["model_path"]).name for e in ledger] == ["sft-1", "grpo-1"]
+    assert all(e["valid"] and e["n"] == CI_HOUSEHOLD_GAMES and e["code_commit"] for e in ledger)
+    grpo_log = read_json(run_root / "workspace" / "output" / "grpo-1" / "grpo_log.json")
+    assert [row["episodes"] for row in grpo_log] == [4]  # 2 games x a group of 2
+    route = read_json(run_root / "summary.json")["route"]
+    assert [s["methods"] for s in route["per_submission"]] == [["SFT"], ["SFT", "GRPO"]]
+
+
 # ----------------------------------------------------------------------------------- budget
 
 # The agent starts a daemon (double fork, setsid, ignores SIGTERM) that carries the marker in
