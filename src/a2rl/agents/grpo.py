@@ -201,7 +201,7 @@ def main():
                                      actions[i:i + a.minibatch], eos_id)
                 loss = -(adv * lp).sum() / len(prompts)
                 loss.backward()
-                loss_sum += float(loss)
+                loss_sum += float(loss.detach())
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
         row = {"iteration": it, "episodes": len(episodes),
