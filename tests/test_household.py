@@ -42,6 +42,29 @@ def test_params_are_checked():
         load_task(household(test_seed=1_000_001), Path("."))
     with pytest.raises(ConfigError, match="source"):
         load_task(household(source="webshop"), Path("."))
+    with pytest.raises(ConfigError, match="goal_types"):
+        load_task(household(goal_types=["put_in", "pick_three"]), Path("."))
+
+
+def test_pick_two_games_need_both_objects(tmp_path):
+    """ALFWorld's pick-two goal: the expert wins by placing two objects of one kind, and the
+    walkthrough without its last step (one object placed) does not win."""
+    from a2rl_tasks.alfworld.games import Difficulty, make_games
+    from a2rl_tasks.alfworld.textworld_env import HouseholdEnv
+
+    metas = make_games(tmp_path, "pt", 2, 5, Difficulty(rooms=(2, 3), objects=(4, 5)),
+                       ["pick_two"])
+    for meta in metas:
+        assert meta["goal_type"] == "pick_two" and meta["goal"].startswith("Put two ")
+        game = str(tmp_path / meta["game"])
+        won = play([game], HouseholdEnv, ExpertPolicy(0), 20)[0]
+        assert won.won and won.n_steps == len(meta["walkthrough"])
+        env = HouseholdEnv()
+        env.reset(game)
+        steps = [env.step(cmd) for cmd in meta["walkthrough"][:-1]]
+        env.close()
+        assert not any(s.info["won"] for s in steps)
+        assert sum(c.startswith(("put ", "insert ")) for c in meta["walkthrough"]) == 2
 
 
 def test_prepare_writes_sealed_games_and_demonstrations(prepared):
@@ -161,6 +184,48 @@ def test_grpo_update_raises_the_rewarded_action(tiny_model, tmp_path):
         after = m.action_logprobs(model, tok, prompts, actions, eos).detach()
         assert torch.isfinite(before).all()
         assert (after[0] - before[0]) * sign > 0
+
+
+def test_grpo_groups_give_zero_mean_advantages_and_skip_ties(tmp_path):
+    """Group-relative advantages: each group's are zero-mean with unit spread, every step of an
+    episode carries its episode's advantage, groups whose returns tie give no samples, and the
+    per-game win counts are kept for picking games."""
+    from a2rl.envs import Episode
+
+    m = _grpo_module(tmp_path)
+
+    def episode(game, tag, won, n):
+        return Episode(game=game, won=won, steps=[{"prompt": f"{game}{tag}{i}", "action": "go"}
+                                                  for i in range(n)])
+
+    picked = ["a", "b"]
+    episodes = [episode("a", "w", True, 2), episode("a", "l", False, 3),   # differ: signal
+                episode("b", "x", False, 4), episode("b", "y", False, 4)]  # tie: no signal
+    stats = {"a": [1, 2]}
+    samples = m.group_samples(picked, episodes, 2, 0.01, stats)
+    assert stats == {"a": [2, 4], "b": [0, 2]}
+    assert len(samples) == 5 and all(p.startswith("a") for p, _, _ in samples)
+    advantages = {p: adv for p, _, adv in samples}
+    assert advantages["aw0"] == advantages["aw1"] == pytest.approx(1.0)
+    assert advantages["al0"] == advantages["al2"] == pytest.approx(-1.0)
+
+
+def test_grpo_picks_distinct_games_favouring_uncertain_ones(tmp_path):
+    import random
+
+    m = _grpo_module(tmp_path)
+    games = [f"g{i}" for i in range(6)]
+    stats = {g: [0, 8] for g in games[:3]}   # always lost: little to learn
+    stats.update({g: [4, 8] for g in games[3:]})  # won half the time
+    random.seed(0)
+    counts = {g: 0 for g in games}
+    for _ in range(200):
+        picked = m.pick_games(games, stats, 2)
+        assert len(set(picked)) == 2
+        for g in picked:
+            counts[g] += 1
+    assert sum(counts[g] for g in games[3:]) > 2 * sum(counts[g] for g in games[:3])
+    assert m.use_bf16("fp32") is False and m.use_bf16("bf16") is True
 
 
 def test_grpo_script_runs_rollouts_and_saves(prepared, tiny_model, tmp_path):

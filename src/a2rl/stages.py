@@ -68,7 +68,8 @@ def prepare_task(cfg: RunConfig, reuse: bool = False) -> PreparedTaskPaths:
 
 def task_fingerprint(cfg: RunConfig, task) -> str:
     """Hash of the task's config and of the code that prepares it (the task's package and
-    a2rl itself), so a changed generator never reuses stale data."""
+    a2rl's top-level modules; not the reference agents or the report, which never touch a
+    task's data), so a changed generator never reuses stale data."""
     import inspect
 
     import a2rl
@@ -76,9 +77,10 @@ def task_fingerprint(cfg: RunConfig, task) -> str:
     digest = hashlib.sha256(json.dumps(
         {"id": cfg.task.id, "name": cfg.task.name, "params": cfg.task.params,
          "data": str(cfg.paths.data)}, sort_keys=True, default=str).encode())
-    for folder in (Path(inspect.getfile(type(task))).parent, Path(a2rl.__file__).parent):
-        for source in sorted(folder.rglob("*.py")):
-            digest.update(source.read_bytes())
+    sources = sorted(Path(inspect.getfile(type(task))).parent.rglob("*.py"))
+    sources += sorted(Path(a2rl.__file__).parent.glob("*.py"))
+    for source in sources:
+        digest.update(source.read_bytes())
     return digest.hexdigest()
 
 

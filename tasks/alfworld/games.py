@@ -1,6 +1,8 @@
 """Offline household games made with TextWorld's own generator (``textworld.generator``, what
 ``tw-make custom`` runs): rooms, containers, supporters and portable objects, with one quest whose
-goal is stated ALFWorld-style (only the last action: "put the mug on the chair").
+goal is stated ALFWorld-style (only the last action: "put the mug on the chair"); ALFWorld's
+pick-two goals ("put two mugs in the cabinet"), which that generator cannot express, come from
+``pick_two.py`` when ``goal_types`` asks for ``pick_two``.
 
 A game is fully determined by its seed and the difficulty ranges; a seed whose quest ends in an
 action outside ``goal_types`` is skipped (the next seed is tried), so train and test games come
@@ -65,6 +67,20 @@ def draft_game(seed: int, difficulty: Difficulty):
     return make_game(opts), size
 
 
+def draft_any(seed: int, difficulty: Difficulty, goal_types: list[str]):
+    """The game for ``seed``: a pick-two game (``pick_two.py``) for a share 1/len(goal_types)
+    of the seeds when ``pick_two`` is asked for, else TextWorld's generator; returns (game,
+    drawn size, goal type)."""
+    if "pick_two" in goal_types and random.Random(f"kind|{seed}").random() < 1 / len(goal_types):
+        from .pick_two import make_pick_two_game
+
+        size = difficulty.draw(seed)
+        game = make_pick_two_game(seed, size["rooms"], size["objects"])
+        return game, size, "pick_two"
+    game, size = draft_game(seed, difficulty)
+    return game, size, goal_type(game)
+
+
 def make_games(folder: Path, prefix: str, n: int, first_seed: int, difficulty: Difficulty,
                goal_types: list[str], max_tries_per_game: int = 20) -> list[dict[str, Any]]:
     """Compile ``n`` games into ``folder`` (``<prefix>-<i>.z8`` + TextWorld's ``.json`` +
@@ -79,8 +95,7 @@ def make_games(folder: Path, prefix: str, n: int, first_seed: int, difficulty: D
         if seed - first_seed > n * max_tries_per_game:
             raise RuntimeError(f"only {len(metas)} of {n} games with goal types {goal_types} in "
                                f"{seed - first_seed} seeds from {first_seed}; widen goal_types")
-        game, size = draft_game(seed, difficulty)
-        kind = goal_type(game)
+        game, size, kind = draft_any(seed, difficulty, goal_types)
         seed += 1
         if kind not in goal_types or not game.metadata.get("walkthrough"):
             continue

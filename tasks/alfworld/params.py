@@ -25,6 +25,9 @@ from a2rl.config import ConfigError
 
 SOURCES = ("household", "alfworld")
 HOUSEHOLD_GOAL_TYPES = ["put_in", "put_on", "fetch", "open_fetch", "drop", "open"]
+# what goal_types may name: TextWorld's generator's kinds, and ALFWorld's pick-two (pick_two.py),
+# which is opt-in so the default test games stay the ones every earlier score was measured on
+KNOWN_GOAL_TYPES = HOUSEHOLD_GOAL_TYPES + ["pick_two", "close", "lock", "unlock", "eat"]
 
 
 def _range(name: str, value: Any) -> tuple[int, int]:
@@ -72,6 +75,10 @@ class AlfworldParams:
             if abs(self.train_seed - self.test_seed) < span + (self.test_games or 0) * 20:
                 raise ConfigError(f"task.params.train_seed={self.train_seed} and test_seed="
                                   f"{self.test_seed} are too close: their seed ranges may overlap")
+        unknown = sorted(set(self.goal_types) - set(KNOWN_GOAL_TYPES))
+        if unknown or not self.goal_types:
+            raise ConfigError(f"task.params.goal_types={self.goal_types}: expected a non-empty "
+                              f"list from {KNOWN_GOAL_TYPES}")
         if self.trajectories_per_game < 1:
             raise ConfigError(f"task.params.trajectories_per_game={self.trajectories_per_game}; "
                               "expected >= 1")

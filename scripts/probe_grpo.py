@@ -1,0 +1,133 @@
+"""Measure what GRPO adds on an interactive task: run the reference agents' GRPO script
+(``a2rl.agents.grpo.GRPO_SCRIPT``) for a few rounds from a starting model (e.g. the ``sft``
+run's checkpoint) and score the start and every round's model on the sealed test games with the
+grader's own evaluation (greedy generation, lockstep). Paired on the same games, so the report
+gives each round's gain over the start with a paired standard error.
+
+    python scripts/probe_grpo.py \
+        --start results/runs/household/sft/none/seed0/workspace/output/ckpt-1 \
+        --rounds 3 --iterations 3 --out results/bench/grpo_probe.json
+
+``--tiny`` runs a seconds-long check with a tiny random model on a few games (tests use it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def paired_gain(start: list[float], now: list[float]) -> tuple[float, float]:
+    """Mean per-game difference (0-100 scale) and its standard error."""
+    diffs = [100.0 * (b - a) for a, b in zip(start, now, strict=True)]
+    mean = sum(diffs) / len(diffs)
+    if len(diffs) < 2:
+        return mean, 0.0
+    var = sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1)
+    return mean, math.sqrt(var / len(diffs))
+
+
+def load_household(overrides: list[str], prepare: bool):
+    """The composed config, the task and its prepared folder. Without ``prepare`` the folder
+    must exist already (``a2rl prepare``/a run made it): a probe never rewrites the test games
+    another run is being compared on."""
+    from a2rl.compose import compose
+    from a2rl.stages import layout_of, load_task_of, prepare_task
+
+    cfg = compose(["task=household", *overrides])
+    if prepare:
+        prepared = prepare_task(cfg, reuse=True)
+    else:
+        prepared = layout_of(cfg).prepared(cfg.task.id)
+        if not prepared.test.exists():
+            raise SystemExit(f"{prepared.test} is missing: prepare the task first "
+                             "(a2rl stage prepare_task task=household)")
+    return cfg, load_task_of(cfg), prepared
+
+
+def score(task, model: Path, prepared, inference) -> dict:
+    result = task.evaluate(model, prepared.test, inference)
+    return {"model": str(model), "score": result.score, "stderr": result.stderr,
+            "per_item": result.per_item, "seconds": round(result.seconds, 1),
+            "mean_steps": result.breakdown.get("mean_steps")}
+
+
+def grpo_round(script: Path, model: Path, data: Path, out: Path, a, k: int) -> list[dict]:
+    cmd = [sys.executable, str(script), "--model", str(model), "--data", str(data),
+           "--out", str(out), "--iterations", str(a.iterations), "--games", str(a.games),
+           "--group", str(a.group), "--lr", str(a.lr), "--temperature", str(a.temperature),
+           "--max-steps", str(a.max_steps), "--train-layers", str(a.train_layers),
+           "--minibatch", str(a.minibatch), "--stats", str(out.parent / "stats.json"),
+           "--seed", str(a.seed * 100 + k)]
+    subprocess.run(cmd, check=True)
+    return json.loads((out / "grpo_log.json").read_text())
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--start", help="model folder GRPO starts from")
+    ap.add_argument("--tiny", action="store_true", help="tiny random model, ci-sized games")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--iterations", type=int, default=3)
+    ap.add_argument("--games", type=int, default=8)
+    ap.add_argument("--group", type=int, default=4)
+    ap.add_argument("--lr", type=float, default=1e-5)
+    ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--max-steps", type=int, default=12)
+    ap.add_argument("--train-layers", type=int, default=15)
+    ap.add_argument("--minibatch", type=int, default=16)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--work", default=None, help="folder for the rounds' models (default: tmp)")
+    ap.add_argument("--out", default=None, help="write the report (JSON) here")
+    a = ap.parse_args(argv)
+    from a2rl.agents.grpo import GRPO_SCRIPT
+    from a2rl.records import write_text_atomic
+
+    if not (a.start or a.tiny):
+        ap.error("--start is required without --tiny")
+    work = Path(a.work or tempfile.mkdtemp(prefix="grpo-probe-")).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    # the tiny check prepares its small games under the work folder, never over the real ones
+    overrides = ["grid=ci", f"paths.results={work / 'results'}"] if a.tiny else []
+    cfg, task, prepared = load_household(overrides, prepare=a.tiny)
+    start = Path(a.start) if a.start else None
+    if a.tiny:
+        from a2rl.models import build_tiny_model
+        start = build_tiny_model(work / "tiny")
+    script = work / "grpo_train.py"
+    script.write_text(GRPO_SCRIPT)
+
+    report = {"start": str(start), "settings": {k: v for k, v in vars(a).items()
+                                                if k not in ("out", "work")},
+              "task": cfg.task.id, "test_games": None, "rounds": []}
+    first = score(task, start, prepared, cfg.task.inference)
+    report["test_games"] = len(first["per_item"])
+    report["rounds"].append({"round": 0, "train_s": 0.0, **first})
+    print(json.dumps({k: first[k] for k in ("score", "stderr", "seconds")}), flush=True)
+    model, elapsed = start, 0.0
+    for k in range(1, a.rounds + 1):
+        began = time.monotonic()
+        out = work / f"grpo-{k}"
+        log = grpo_round(script, model, prepared.data, out, a, k)
+        elapsed += time.monotonic() - began
+        now = score(task, out, prepared, cfg.task.inference)
+        gain, se = paired_gain(first["per_item"], now["per_item"])
+        row = {"round": k, "train_s": round(elapsed, 1), "gain": gain, "gain_stderr": se,
+               "train_success": [r["success"] for r in log], **now}
+        report["rounds"].append(row)
+        print(json.dumps({k2: row[k2] for k2 in ("round", "train_s", "score", "gain",
+                                                  "gain_stderr", "train_success")}), flush=True)
+        model = out
+    if a.out:
+        write_text_atomic(Path(a.out), json.dumps(report, indent=1))
+    return report
+
+
+if __name__ == "__main__":
+    main()
