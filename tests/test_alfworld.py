@@ -48,6 +48,24 @@ def test_task_types_and_discovery(alfworld_root):
         find_games(alfworld_root, "eval_in_distribution")
 
 
+def test_discovery_matches_alfworlds_own_collect_game_files(alfworld_root):
+    """The games we seal are exactly the ones ALFWorld's own loader (AlfredTWEnv) would play."""
+    from alfworld.agents.environment.alfred_tw_env import AlfredTWEnv
+
+    from a2rl_tasks.alfworld.alfworld_data import find_games
+
+    split_dir = alfworld_root / "json_2.1.1"
+    config = {"env": {"goal_desc_human_anns_prob": 0, "task_types": [1, 2, 3, 4, 5, 6]},
+              "dataset": {"data_path": str(split_dir / "train"),
+                          "eval_ood_data_path": str(split_dir / "valid_unseen"),
+                          "eval_id_data_path": str(split_dir / "valid_seen"),
+                          "num_train_games": -1, "num_eval_games": -1}}
+    for ours, theirs in (("train", "train"), ("eval_out_of_distribution",
+                                              "eval_out_of_distribution")):
+        env = AlfredTWEnv(config, train_eval=theirs)
+        assert sorted(map(Path, env.game_files)) == find_games(alfworld_root, ours)
+
+
 def test_missing_data_says_how_to_get_it(monkeypatch, tmp_path):
     from a2rl_tasks.alfworld.alfworld_data import data_root
 
