@@ -5,8 +5,8 @@ train games (interactive tasks: household / ALFWorld).
    prompt -> expert action, in the grader's prompt format) for A2RL_SFT_STEPS x
    A2RL_SFT_WARMUP_ROUNDS steps (defaults 40 x 1; A2RL_SFT_BATCH 8, A2RL_SFT_LR 5e-5); submit.
 2. GRPO rounds from the warm-up model (``grpo.py``: sampled lockstep rollouts, group-relative
-   advantages, a policy-gradient step on the executed action tokens), submitting each round
-   whose sampled train success is the best so far, while the budget allows.
+   advantages, policy-gradient steps on the executed action tokens), submitting each round's
+   model, while the budget allows.
 """
 
 import os
