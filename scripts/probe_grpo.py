@@ -123,9 +123,9 @@ def main(argv: list[str] | None = None) -> dict:
         report["rounds"].append(row)
         print(json.dumps({k2: row[k2] for k2 in ("round", "train_s", "score", "gain",
                                                   "gain_stderr", "train_success")}), flush=True)
+        if a.out:  # after every round: a long probe stopped early keeps what it measured
+            write_text_atomic(Path(a.out), json.dumps(report, indent=1))
         model = out
-    if a.out:
-        write_text_atomic(Path(a.out), json.dumps(report, indent=1))
     return report
 
 
