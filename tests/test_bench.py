@@ -64,3 +64,25 @@ def test_bench_codeexec_compares_bwrap_with_no_sandbox(tmp_path):
     for isolation in ("bwrap", "none"):
         split = result["test_split"][isolation]
         assert split["passed"] == split["programs"] == 82 and split["seconds"] > 0
+
+
+def test_probe_grpo_scores_start_and_each_round_paired(tmp_path):
+    """scripts/probe_grpo.py on the tiny model and the ci grid's household games (prepared
+    under its work folder, never over results/): the start and every round are scored on the
+    same sealed games, and each round's gain is the paired difference from the start."""
+    probe = load_script(SCRIPT.with_name("probe_grpo.py"))
+    out = tmp_path / "probe.json"
+    report = probe.main(["--tiny", "--rounds", "2", "--iterations", "1", "--games", "2",
+                         "--group", "2", "--max-steps", "3", "--train-layers", "1",
+                         "--work", str(tmp_path / "work"), "--out", str(out)])
+    assert json.loads(out.read_text()) == report
+    assert (tmp_path / "work" / "results" / "prepared" / "household" / "sealed").is_dir()
+    rounds = report["rounds"]
+    assert [r["round"] for r in rounds] == [0, 1, 2]
+    assert report["test_games"] == len(rounds[0]["per_item"]) > 0
+    for r in rounds[1:]:
+        gain, _ = probe.paired_gain(rounds[0]["per_item"], r["per_item"])
+        assert r["gain"] == gain == r["score"] - rounds[0]["score"]
+        assert len(r["train_success"]) == 1 and r["train_s"] > 0
+    mean, se = probe.paired_gain([0.0, 1.0, 1.0], [1.0, 1.0, 0.0])  # +100, 0, -100 points
+    assert mean == 0.0 and se == pytest.approx(100 * math.sqrt(1 / 3))
