@@ -43,7 +43,8 @@ class ForwardPassScore:
             with torch.inference_mode():
                 nxt = model(PROBE_IDS).logits.argmax(-1).flatten()
             time.sleep(0.2)  # long enough for concurrent submissions to overlap if unqueued
-            return EvalResult(per_item=[float(t % 2 == 0) for t in nxt.tolist()], seconds=0.2)
+            return EvalResult(per_item=[float(t % 2 == 0) for t in nxt.tolist()], seconds=0.2,
+                              breakdown={"positions": float(len(nxt))})
         finally:
             with self._lock:
                 self.active -= 1
@@ -67,7 +68,7 @@ def make_service(tmp_path, ws, tiny_model, evaluator, clock=None, max_submission
                           workspace=ws, store=run / "store", ledger=Ledger(run / "ledger.jsonl"),
                           base_model=tiny_model, evaluate=evaluator, clock=clock,
                           events=EventLog(run / "events.jsonl", clock),
-                          mirror=ws / "scores.json", alias="/workspace")
+                          mirror=ws / "scores.json", alias="/workspace", evals=run / "evals")
 
 
 @pytest.fixture
@@ -114,6 +115,10 @@ def test_submit_scores_records_and_mirrors(server, tiny_model):
     assert mirror["best"] == body["score"] and (ws / "scores.json").stat().st_mode & 0o222 == 0
     code, status = client.request("GET", "/status", url=srv.url, token=TOKEN)
     assert code == 200 and status["best"] == body["score"] and status["submissions_used"] == 1
+    details = json.loads((ws.parent / "evals" / "1.json").read_text())
+    assert details["artifact_hash"] == body["artifact_hash"] and details["split"] == "test"
+    assert 100 * sum(details["per_item"]) / len(details["per_item"]) == pytest.approx(body["score"])
+    assert details["breakdown"] == {"positions": float(len(details["per_item"]))}
 
 
 def test_identical_resubmission_is_answered_from_cache(server, tiny_model):

@@ -251,8 +251,17 @@ def test_snakemake_ci_grid_household_cell(ci_grid, agent):
     assert ledger and all(e["valid"] and e["n"] == CI_HOUSEHOLD_GAMES for e in ledger)
     final = read_json(run_root / "final.json")
     assert final["n"] == CI_HOUSEHOLD_GAMES and 0 <= final["test_score"] <= 100
+    evaluated = {e["submission_id"]: e for e in ledger if not e["cached"]}
+    for sid, entry in evaluated.items():  # per-game results of each evaluated submission
+        details = read_json(run_root / "evals" / f"{sid}.json")
+        assert len(details["per_item"]) == CI_HOUSEHOLD_GAMES
+        assert 100 * sum(details["per_item"]) / CI_HOUSEHOLD_GAMES == entry["score"]
+        assert all("goal_type" in r and "actions" in r for r in details["records"])
+    if final["selected_submission"] in evaluated:  # the goal-type breakdown reaches final.json
+        assert any(k.startswith("success_") for k in final["breakdown"])
     if agent == "sft":
         assert all(e["equals_base"] is False for e in ledger)
+        assert evaluated
 
 
 @pytest.mark.parametrize("agent", AGENTS)

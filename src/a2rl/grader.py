@@ -30,6 +30,7 @@ from a2rl.events import EventLog
 from a2rl.ledger import Ledger
 from a2rl.models import InvalidSubmission, materialize_submission
 from a2rl.recording import CodeRecorder, artifact_bytes
+from a2rl.records import write_json_atomic
 
 # evaluate(model_dir) -> EvalResult-like object with .score .stderr .n .seconds
 Evaluator = Callable[[Path], Any]
@@ -54,7 +55,7 @@ class GradingService:
     def __init__(self, settings: GraderSettings, workspace: Path, store: Path, ledger: Ledger,
                  base_model: Path, evaluate: Evaluator, clock: BudgetClock, events: EventLog,
                  mirror: Optional[Path] = None, alias: str = "/workspace",
-                 recorder: Optional[CodeRecorder] = None):
+                 recorder: Optional[CodeRecorder] = None, evals: Optional[Path] = None):
         self.settings = settings
         self.resolver = WorkspaceResolver(workspace, alias)
         self.store = Path(store)
@@ -66,6 +67,9 @@ class GradingService:
         self.events = events
         self.mirror = mirror
         self.recorder = recorder  # snapshots the agent's code at each accepted submission
+        # per-item results of every evaluated submission (outside the workspace: they name the
+        # sealed items), so submissions can be compared item by item after the run
+        self.evals = Path(evals) if evals is not None else None
         self._turn = threading.Lock()
         if mirror is not None:
             self.ledger.write_mirror(mirror, settings.baseline)
@@ -126,7 +130,25 @@ class GradingService:
         self.clock.add_eval_time(seconds)
         scored = {"score": round(result.score, 4), "stderr": round(result.stderr, 4),
                   "n": result.n, "eval_seconds": round(seconds, 3)}
-        return self._record(model_path, digest, scored, cached=False, extra=extra)
+        answer = self._record(model_path, digest, scored, cached=False, extra=extra)
+        self._keep_details(answer["submission_id"], digest, result)
+        return answer
+
+    def _keep_details(self, submission_id: int, digest: str, result: Any) -> None:
+        """Write ``evals/<submission_id>.json`` (per-item scores, breakdown, records); a
+        failure here is logged and never fails the submission."""
+        if self.evals is None:
+            return
+        details = {"submission_id": submission_id, "artifact_hash": digest,
+                   "split": self.settings.split, "score": result.score, "n": result.n,
+                   "per_item": list(result.per_item),
+                   "breakdown": dict(getattr(result, "breakdown", None) or {}),
+                   "records": list(getattr(result, "records", None) or [])}
+        try:
+            write_json_atomic(self.evals / f"{submission_id}.json", details)
+        except (OSError, TypeError, ValueError) as err:
+            self.events.emit("error", message=f"keeping the evaluation details of submission "
+                                              f"{submission_id} failed: {err}")
 
     def _snapshot(self, model_path: object, artifact: Path) -> dict[str, Any]:
         """The artifact's size and, before it is evaluated, a commit of the agent's code as

@@ -67,6 +67,11 @@ class RunPaths:
         return self.root / "ledger.jsonl"
 
     @property
+    def evals(self) -> Path:
+        """evals/<submission_id>.json: per-item results of each evaluated submission."""
+        return self.root / "evals"
+
+    @property
     def events(self) -> Path:
         return self.root / "events.jsonl"
 

@@ -125,7 +125,7 @@ def execute(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pat
         base_model=base_model,
         evaluate=lambda model_dir: task.evaluate(model_dir, split, cfg.task.inference),
         clock=clock, events=events, mirror=run.scores_mirror, alias=sandbox.workspace_view,
-        recorder=CodeRecorder(run.code_repo, run.workspace))
+        recorder=CodeRecorder(run.code_repo, run.workspace), evals=run.evals)
     started = utc_now()
     try:
         with GradingServer(service, token, grader_dir / "grader.sock") as server, \

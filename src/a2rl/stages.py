@@ -161,7 +161,9 @@ def final_grade(cfg: RunConfig) -> dict[str, Any]:
     if best is None:
         scored = {"score": baseline["score"], "stderr": baseline["stderr"], "n": baseline["n"]}
     elif best["split"] == "test":
-        scored = best
+        details = run.evals / f"{best['submission_id']}.json"
+        scored = best | {"breakdown": read_json(details).get("breakdown") if details.exists()
+                         else None}
     else:
         artifact = run.store / best["artifact_hash"] / "artifact"
         model_dir = materialize_submission(artifact, base_model_dir(cfg), artifact.parent / "model")
@@ -173,7 +175,8 @@ def final_grade(cfg: RunConfig) -> dict[str, Any]:
                    "artifact_hash": best["artifact_hash"]}
     record |= {"test_score": scored["score"], "test_stderr": scored.get("stderr"),
                "n": scored.get("n"),
-               "improvement": round(scored["score"] - baseline["score"], 4)}
+               "improvement": round(scored["score"] - baseline["score"], 4),
+               "breakdown": scored.get("breakdown")}
     write_json_atomic(run.final, record)
     return record
 
