@@ -63,7 +63,8 @@ def grpo_round(script: Path, model: Path, data: Path, out: Path, a, k: int) -> l
            "--out", str(out), "--iterations", str(a.iterations), "--games", str(a.games),
            "--group", str(a.group), "--lr", str(a.lr), "--temperature", str(a.temperature),
            "--max-steps", str(a.max_steps), "--train-layers", str(a.train_layers),
-           "--minibatch", str(a.minibatch), "--stats", str(out.parent / "stats.json"),
+           "--minibatch", str(a.minibatch), "--expert-bonus", str(a.expert_bonus),
+           "--stats", str(out.parent / "stats.json"),
            "--seed", str(a.seed * 100 + k)]
     subprocess.run(cmd, check=True)
     return json.loads((out / "grpo_log.json").read_text())
@@ -82,6 +83,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--max-steps", type=int, default=12)
     ap.add_argument("--train-layers", type=int, default=15)
     ap.add_argument("--minibatch", type=int, default=16)
+    ap.add_argument("--expert-bonus", type=float, default=0.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", default=None, help="folder for the rounds' models (default: tmp)")
     ap.add_argument("--out", default=None, help="write the report (JSON) here")

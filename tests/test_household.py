@@ -210,6 +210,29 @@ def test_grpo_groups_give_zero_mean_advantages_and_skip_ties(tmp_path):
     assert advantages["al0"] == advantages["al2"] == pytest.approx(-1.0)
 
 
+def test_grpo_expert_bonus_ranks_episodes_that_all_lost(tmp_path):
+    """With the shaping bonus, a group whose episodes all lost still gives a signal: the episode
+    that followed the expert more gets the positive advantage; without it the group is skipped."""
+    from a2rl.envs import Episode
+
+    m = _grpo_module(tmp_path)
+
+    def episode(tag, actions, experts):
+        return Episode(game="g", won=False, steps=[
+            {"prompt": f"{tag}{i}", "action": a, "expert": x}
+            for i, (a, x) in enumerate(zip(actions, experts))])
+
+    close = episode("c", ["open box", "take key"], ["open box", "take key"])
+    astray = episode("a", ["go west", "take key"], ["open box", None])  # unlabelled step
+    assert m.expert_agreement(close) == 1.0 and m.expert_agreement(astray) == 0.0
+    assert m.expert_agreement(Episode(game="g")) == 0.0
+    assert m.episode_return(close, 0.01, 0.5) == pytest.approx(0.5 - 0.02)
+    assert m.group_samples(["g"], [close, astray], 2, 0.01, {}) == []
+    samples = m.group_samples(["g"], [close, astray], 2, 0.01, {}, expert_bonus=0.5)
+    advantages = {p: adv for p, _, adv in samples}
+    assert advantages["c0"] == pytest.approx(1.0) and advantages["a1"] == pytest.approx(-1.0)
+
+
 def test_grpo_picks_distinct_games_favouring_uncertain_ones(tmp_path):
     import random
 

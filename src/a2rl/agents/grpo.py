@@ -9,8 +9,10 @@ It writes ``code/grpo_train.py`` (below) and runs it in rounds. One GRPO iterati
 2. play ``group`` episodes of each in lockstep (``data/a2rl_envs.play``, one batched sampled
    generation per step, temperature ``temp``, reply parsed to the closest admissible action),
    with the grader's prompt (``data/household_env.PROMPT``);
-3. episode return = won - ``step_cost`` x steps; advantage = (return - group mean) / group std
-   (groups whose episodes all scored the same give no signal and are skipped);
+3. episode return = won - ``step_cost`` x steps (+ ``expert_bonus`` x the share of steps that
+   took the environment's expert action, a shaping term the train games offer); advantage =
+   (return - group mean) / group std (groups whose episodes all scored the same give no signal
+   and are skipped);
 4. policy-gradient steps on the executed action's tokens (+ end of turn) of every step of every
    episode with a non-zero advantage: loss = -A x mean token log-prob, one optimizer step per
    minibatch of ``minibatch`` samples, each sample used once (GRPO with one iteration per
@@ -30,6 +32,7 @@ goes only through the admissible action that was executed.
 Settings (environment): A2RL_GRPO_ROUNDS (4), A2RL_GRPO_ITERS (3 per round), A2RL_GRPO_GAMES
 (8 per iteration), A2RL_GRPO_GROUP (4), A2RL_GRPO_LR (1e-5), A2RL_GRPO_TEMP (1.0),
 A2RL_GRPO_TRAIN_LAYERS (15), A2RL_GRPO_MINIBATCH (16), A2RL_GRPO_STEP_COST (0.01),
+A2RL_GRPO_EXPERT_BONUS (0),
 A2RL_GRPO_PRECISION (auto | bf16 | fp32), A2RL_GRPO_MAX_STEPS (from data/README, default 12).
 """
 
@@ -161,14 +164,28 @@ def pick_games(games, stats, n):
     return picked
 
 
-def group_samples(picked, episodes, group, step_cost, stats):
+def expert_agreement(episode):
+    """Share of an episode's steps whose action is the environment's expert action from that
+    state (0 when no step has an expert label)."""
+    labelled = [s for s in episode.steps if s.get("expert")]
+    return sum(s["action"] == s["expert"] for s in labelled) / len(labelled) if labelled else 0.0
+
+
+def episode_return(episode, step_cost, expert_bonus):
+    """won - step_cost x steps + expert_bonus x expert agreement: the bonus shapes the sparse
+    win signal so that groups which all lose (or all win) still rank their episodes."""
+    return (float(episode.won) - step_cost * episode.n_steps
+            + expert_bonus * expert_agreement(episode))
+
+
+def group_samples(picked, episodes, group, step_cost, stats, expert_bonus=0.0):
     """(prompt, action, advantage) for every step of every episode whose group's returns
-    differ; return = won - step_cost x steps, advantage = (return - group mean) / group std.
-    Updates ``stats`` (per-game wins and plays)."""
+    differ (``episode_return``); advantage = (return - group mean) / group std. Updates
+    ``stats`` (per-game wins and plays)."""
     samples = []
     for k, g in enumerate(picked):
         episodes_k = episodes[k * group:(k + 1) * group]
-        returns = [float(e.won) - step_cost * e.n_steps for e in episodes_k]
+        returns = [episode_return(e, step_cost, expert_bonus) for e in episodes_k]
         won, played = stats.get(g, [0, 0])
         stats[g] = [won + sum(e.won for e in episodes_k), played + len(episodes_k)]
         mean = sum(returns) / len(returns)
@@ -214,6 +231,8 @@ def main():
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--max-steps", type=int, default=12)
     p.add_argument("--step-cost", type=float, default=0.01)
+    p.add_argument("--expert-bonus", type=float, default=0.0,
+                   help="return bonus x share of steps that took the env's expert action")
     p.add_argument("--train-layers", type=int, default=15)
     p.add_argument("--minibatch", type=int, default=16)
     p.add_argument("--precision", default="auto", choices=("auto", "bf16", "fp32"))
@@ -254,7 +273,7 @@ def main():
         episodes = play([g for g in picked for _ in range(a.group)], HouseholdEnv, policy,
                         a.max_steps, PROMPT, keep_prompts=True)
         rolled = time.time()
-        samples = group_samples(picked, episodes, a.group, a.step_cost, stats)
+        samples = group_samples(picked, episodes, a.group, a.step_cost, stats, a.expert_bonus)
         model.train()
         losses = update(model, tok, opt, params, samples, a.minibatch, eos_id, bf16)
         row = {"iteration": it, "episodes": len(episodes),
@@ -322,6 +341,7 @@ def grpo_rounds(ws: Path, model: str, first_round: int = 1) -> int:
                "--temperature", str(setting("TEMP", 1.0, float)),
                "--max-steps", str(setting("MAX_STEPS", 12)),
                "--step-cost", str(setting("STEP_COST", 0.01, float)),
+               "--expert-bonus", str(setting("EXPERT_BONUS", 0.0, float)),
                "--train-layers", str(setting("TRAIN_LAYERS", 15)),
                "--stats", str(ws / "code" / "grpo_stats.json"),
                "--seed", str(int(os.environ.get("A2RL_SEED", "0")) * 100 + k)]
