@@ -153,7 +153,7 @@ def test_grid_task_files_size_a_task_for_one_grid_only():
     assert (ci.task.params["test_games"], smoke.task.params["test_games"]) == (4, 50)
     assert compose(["grid=ci", "task=gsm8k_arith"]).task.params["test_size"] == 16
     assert compose(["grid=smoke", "task=gsm8k_arith"]).task.params["test_size"] == 200
-    assert (smoke.budget.time_limit_s, smoke.budget.count_eval_time) == (2400, False)
+    assert (smoke.budget.time_limit_s, smoke.budget.count_eval_time) == (1500, False)
     assert compose(["grid=smoke", "task=humaneval"]).budget.time_limit_s == 600
     assert compose(["grid=smoke", "task=gsm8k_arith"]).budget.time_limit_s == 480
 
