@@ -80,7 +80,8 @@ def _fetch(place: Place, name: str, opened: set[str]) -> list[str]:
 
 
 def draft_pick_two(seed: int, n_rooms: int, n_objects: int):
-    """The GameMaker for ``seed``, its goal text, and the planned walkthrough."""
+    """The GameMaker for ``seed``, (targets, destination, relation) for the win condition,
+    the goal text, and the planned walkthrough."""
     from textworld import GameMaker
 
     rng = random.Random(f"pick_two|{seed}")
@@ -116,11 +117,10 @@ def draft_pick_two(seed: int, n_rooms: int, n_objects: int):
     if destination.container and "closed" in [p.name for p in destination.holder.properties] \
             and destination.holder_name not in opened:
         walkthrough.append(f"open {destination.holder_name}")
-    relation = "in" if destination.container else "on"
-    for name, _, _ in targets:
-        verb = "insert" if destination.container else "put"
-        walkthrough.append(f"{verb} {name} {'into' if destination.container else 'on'} "
-                           f"{destination.holder_name}")
+    relation, verb, preposition = (("in", "insert", "into") if destination.container
+                                   else ("on", "put", "on"))
+    walkthrough += [f"{verb} {name} {preposition} {destination.holder_name}"
+                    for name, _, _ in targets]
     goal = f"put two {kind}s {relation} the {destination.holder_name}"
     return maker, (targets, destination, relation), goal, walkthrough
 
