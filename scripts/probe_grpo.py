@@ -14,6 +14,7 @@ gives each round's gain over the start with a paired standard error.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import subprocess
@@ -58,36 +59,35 @@ def score(task, model: Path, prepared, inference) -> dict:
             "mean_steps": result.breakdown.get("mean_steps")}
 
 
-def grpo_round(script: Path, model: Path, data: Path, out: Path, a, k: int) -> list[dict]:
+def grpo_round(script: Path, model: Path, data: Path, out: Path, grpo_args: list[str],
+               seed: int) -> list[dict]:
     cmd = [sys.executable, str(script), "--model", str(model), "--data", str(data),
-           "--out", str(out), "--iterations", str(a.iterations), "--games", str(a.games),
-           "--group", str(a.group), "--lr", str(a.lr), "--temperature", str(a.temperature),
-           "--max-steps", str(a.max_steps), "--train-layers", str(a.train_layers),
-           "--minibatch", str(a.minibatch), "--expert-bonus", str(a.expert_bonus),
-           "--stats", str(out.parent / "stats.json"),
-           "--seed", str(a.seed * 100 + k)]
+           "--out", str(out), "--stats", str(out.parent / "stats.json"), "--seed", str(seed),
+           *grpo_args]
     subprocess.run(cmd, check=True)
     return json.loads((out / "grpo_log.json").read_text())
 
 
+def load_grpo_script(path: Path):
+    spec = importlib.util.spec_from_file_location("grpo_train", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="Other options (--iterations, --games, --group, --lr, --temperature, --max-steps, "
+               "--train-layers, --minibatch, --expert-bonus, --precision, ...) go to the GRPO "
+               "script unchanged, with its defaults.")
     ap.add_argument("--start", help="model folder GRPO starts from")
     ap.add_argument("--tiny", action="store_true", help="tiny random model, ci-sized games")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--iterations", type=int, default=3)
-    ap.add_argument("--games", type=int, default=8)
-    ap.add_argument("--group", type=int, default=4)
-    ap.add_argument("--lr", type=float, default=1e-5)
-    ap.add_argument("--temperature", type=float, default=1.0)
-    ap.add_argument("--max-steps", type=int, default=12)
-    ap.add_argument("--train-layers", type=int, default=15)
-    ap.add_argument("--minibatch", type=int, default=16)
-    ap.add_argument("--expert-bonus", type=float, default=0.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", default=None, help="folder for the rounds' models (default: tmp)")
     ap.add_argument("--out", default=None, help="write the report (JSON) here")
-    a = ap.parse_args(argv)
+    a, grpo_args = ap.parse_known_args(argv)
     from a2rl.agents.grpo import GRPO_SCRIPT
     from a2rl.records import write_text_atomic
 
@@ -104,9 +104,14 @@ def main(argv: list[str] | None = None) -> dict:
         start = build_tiny_model(work / "tiny")
     script = work / "grpo_train.py"
     script.write_text(GRPO_SCRIPT)
+    # the GRPO script's own parser checks the pass-through options before anything runs
+    settings = vars(load_grpo_script(script).arguments().parse_args(
+        ["--model", str(start), "--data", str(prepared.data), "--out", str(work), *grpo_args]))
 
-    report = {"start": str(start), "settings": {k: v for k, v in vars(a).items()
-                                                if k not in ("out", "work")},
+    report = {"start": str(start), "settings": {"rounds": a.rounds, "seed": a.seed,
+                                                **{k: v for k, v in settings.items()
+                                                   if k not in ("model", "data", "out",
+                                                                "stats", "seed")}},
               "task": cfg.task.id, "test_games": None, "rounds": []}
     first = score(task, start, prepared, cfg.task.inference)
     report["test_games"] = len(first["per_item"])
@@ -116,7 +121,7 @@ def main(argv: list[str] | None = None) -> dict:
     for k in range(1, a.rounds + 1):
         began = time.monotonic()
         out = work / f"grpo-{k}"
-        log = grpo_round(script, model, prepared.data, out, a, k)
+        log = grpo_round(script, model, prepared.data, out, grpo_args, a.seed * 100 + k)
         elapsed += time.monotonic() - began
         now = score(task, out, prepared, cfg.task.inference)
         gain, se = paired_gain(first["per_item"], now["per_item"])

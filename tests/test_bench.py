@@ -76,6 +76,9 @@ def test_probe_grpo_scores_start_and_each_round_paired(tmp_path):
                          "--group", "2", "--max-steps", "3", "--train-layers", "1",
                          "--work", str(tmp_path / "work"), "--out", str(out)])
     assert json.loads(out.read_text()) == report
+    # options the probe does not know go to the GRPO script; the rest keep its defaults
+    assert report["settings"]["iterations"] == 1 and report["settings"]["group"] == 2
+    assert report["settings"]["lr"] == 1e-5 and report["settings"]["rounds"] == 2
     assert (tmp_path / "work" / "results" / "prepared" / "household" / "sealed").is_dir()
     rounds = report["rounds"]
     assert [r["round"] for r in rounds] == [0, 1, 2]

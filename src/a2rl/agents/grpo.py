@@ -219,7 +219,8 @@ def update(model, tok, opt, params, samples, minibatch, eos_id, bf16):
     return losses
 
 
-def main():
+def arguments():
+    """The script's options (``scripts/probe_grpo.py`` checks its pass-through options here)."""
     p = argparse.ArgumentParser()
     p.add_argument("--model", required=True)
     p.add_argument("--data", required=True)
@@ -238,7 +239,11 @@ def main():
     p.add_argument("--precision", default="auto", choices=("auto", "bf16", "fp32"))
     p.add_argument("--stats", default=None, help="json file of per-game win counts (kept)")
     p.add_argument("--seed", type=int, default=0)
-    a = p.parse_args()
+    return p
+
+
+def main():
+    a = arguments().parse_args()
     sys.path.insert(0, a.data)
     from household_env import PROMPT, HouseholdEnv, load_games
     from a2rl_envs import Choice, parse_action, play
