@@ -73,8 +73,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--skip-split", action="store_true", help="only the per-program timing")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
+    from a2rl.hardware import describe
+
     report = {"per_program": summarize(per_program_ms(args.n)),
-              "load_avg": os.getloadavg(), "cpus": os.cpu_count()}
+              "load_avg": os.getloadavg(), "cpus": os.cpu_count(), "hardware": describe()}
     if not args.skip_split:
         report["test_split"] = canonical_split(args.workers)
     text = json.dumps(report, indent=2)

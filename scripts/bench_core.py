@@ -360,6 +360,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import torch
 
+    from a2rl.hardware import describe, resolve_precision
     from a2rl.inference import format_chat
     from a2rl.layout import PreparedTaskPaths
     from a2rl.records import iter_jsonl, write_json_atomic
@@ -386,7 +387,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                          "max_new_tokens": args.max_new_tokens, "threads": args.threads,
                          "cpu_count": os.cpu_count(), "torch": torch.__version__,
                          "python": platform.python_version()},
-              "generation": generation, "submission": submission}
+              "generation": generation, "submission": submission,
+              "hardware": describe(inference=resolve_precision(inference.precision))}
     write_json_atomic(args.out, result)
     print(render(result))
     print(f"wrote {args.out}")

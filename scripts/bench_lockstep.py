@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from a2rl.config import InferenceConfig
     from a2rl.envs import GeneratorPolicy, play, success_rate
+    from a2rl.hardware import describe
     from a2rl.inference import load_generator
 
     games_dir = Path(a.games)
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> dict:
     lock_eps, lock = timed(True)
     report = {"model": str(model), "backend": type(generator).__name__, "episodes": len(games),
               "max_steps": a.max_steps, "threads": a.threads, "cpus": os.cpu_count(),
-              "lockstep": lock}
+              "lockstep": lock, "hardware": describe(inference=generator.precision)}
     if not a.skip_sequential:
         seq_eps, seq = timed(False)
         same = [(e.won, [s["action"] for s in e.steps]) for e in lock_eps] == \

@@ -1,5 +1,5 @@
 """Measure what GRPO adds on an interactive task: run the reference agents' GRPO script
-(``a2rl.agents.grpo.GRPO_SCRIPT``) for a few rounds from a starting model (e.g. the ``sft``
+(``src/a2rl/agents/grpo_train.py``) for a few rounds from a starting model (e.g. the ``sft``
 run's checkpoint) and score the start and every round's model on the sealed test games with the
 grader's own evaluation (greedy generation, lockstep). Paired on the same games, so the report
 gives each round's gain over the start with a paired standard error.
@@ -17,6 +17,8 @@ import argparse
 import importlib.util
 import json
 import math
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -89,6 +91,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", default=None, help="write the report (JSON) here")
     a, grpo_args = ap.parse_known_args(argv)
     from a2rl.agents.grpo import GRPO_SCRIPT
+    from a2rl.hardware import describe, resolve_precision
     from a2rl.records import write_text_atomic
 
     if not (a.start or a.tiny):
@@ -103,7 +106,9 @@ def main(argv: list[str] | None = None) -> dict:
         from a2rl.models import build_tiny_model
         start = build_tiny_model(work / "tiny")
     script = work / "grpo_train.py"
-    script.write_text(GRPO_SCRIPT)
+    shutil.copy(GRPO_SCRIPT, script)
+    # the precision the harness would hand an agent on this machine, unless --precision says
+    os.environ.setdefault("A2RL_PRECISION", resolve_precision("auto"))
     # the GRPO script's own parser checks the pass-through options before anything runs
     settings = vars(load_grpo_script(script).arguments().parse_args(
         ["--model", str(start), "--data", str(prepared.data), "--out", str(work), *grpo_args]))
@@ -112,7 +117,9 @@ def main(argv: list[str] | None = None) -> dict:
                                                 **{k: v for k, v in settings.items()
                                                    if k not in ("model", "data", "out",
                                                                 "stats", "seed")}},
-              "task": cfg.task.id, "test_games": None, "rounds": []}
+              "task": cfg.task.id, "test_games": None, "rounds": [],
+              "hardware": describe(agent=settings["precision"],
+                                   inference=resolve_precision(cfg.task.inference.precision))}
     first = score(task, start, prepared, cfg.task.inference)
     report["test_games"] = len(first["per_item"])
     report["rounds"].append({"round": 0, "train_s": 0.0, **first})

@@ -5,6 +5,7 @@ evaluation of a (tiny) model through the lockstep runner."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -155,7 +156,7 @@ def _grpo_module(tmp_path):
     from a2rl.agents import grpo
 
     path = tmp_path / "grpo_train.py"
-    path.write_text(grpo.GRPO_SCRIPT)
+    shutil.copy(grpo.GRPO_SCRIPT, path)
     spec = importlib.util.spec_from_file_location("grpo_train", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -248,7 +249,6 @@ def test_grpo_picks_distinct_games_favouring_uncertain_ones(tmp_path):
         for g in picked:
             counts[g] += 1
     assert sum(counts[g] for g in games[3:]) > 2 * sum(counts[g] for g in games[:3])
-    assert m.use_bf16("fp32") is False and m.use_bf16("bf16") is True
 
 
 def test_grpo_script_runs_rollouts_and_saves(prepared, tiny_model, tmp_path):
@@ -259,7 +259,7 @@ def test_grpo_script_runs_rollouts_and_saves(prepared, tiny_model, tmp_path):
 
     _, out, _ = prepared
     script = tmp_path / "grpo_train.py"
-    script.write_text(grpo.GRPO_SCRIPT)
+    shutil.copy(grpo.GRPO_SCRIPT, script)
     stats = tmp_path / "stats.json"
     result = subprocess.run(
         [sys.executable, str(script), "--model", str(tiny_model), "--data", str(out.data),

@@ -373,6 +373,59 @@ def test_a2rl_run_sft_grpo_on_household(repo_copy):
     assert [s["methods"] for s in route["per_submission"]] == [["SFT"], ["SFT", "GRPO"]]
 
 
+# --------------------------------------------------------- budgets that survive slow machines
+
+
+def test_sft_with_more_steps_than_the_budget_stops_at_its_deadline_and_submits(repo_copy):
+    """Far more steps than fit in the budget, as on a slow CPU: the training script stops at the
+    deadline (budget end less the reserve), saves, and the agent submits that checkpoint in
+    time, says what it skipped, and runs no further round."""
+    run(a2rl("run", "grid=ci", f"task={TASK}", "agent=sft", "seed=4", "budget.time_limit_s=80",
+             "++agent.env.A2RL_SFT_STEPS=5000", "++agent.env.A2RL_SFT_BATCH=2"), repo_copy)
+    run_root = run_dir(repo_copy, "sft", seed=4)
+    run_json = read_json(run_root / "run.json")
+    assert run_json["status"] == "completed", run_json
+    assert run_json["hardware"]["precision"]["agent"] in ("bf16", "fp32")
+    ledger = read_jsonl(run_root / "ledger.jsonl")
+    assert [Path(e["model_path"]).name for e in ledger] == ["ckpt-1"]
+    assert ledger[0]["valid"] and not ledger[0]["equals_base"]
+    assert ledger[0]["elapsed_s"] < 80 - 20  # submitted within the reserve, not at the kill
+    report = read_json(run_root / "workspace" / "output" / "ckpt-1" / "train_log.json")
+    assert 1 <= report["steps"] < 5000 and report["skipped_steps"] == 5000 - report["steps"]
+    assert "stopped early by the deadline" in (run_root / "agent.log").read_text()
+
+
+def test_sft_without_time_for_one_step_submits_the_base_model(repo_copy):
+    """No step fits before the deadline: the agent stops its training and submits the base
+    model, so the run still ends with a valid submission."""
+    run(a2rl("run", "grid=ci", f"task={TASK}", "agent=sft", "seed=6", "budget.time_limit_s=60",
+             "++agent.env.A2RL_RESERVE_S=100000"), repo_copy)
+    run_root = run_dir(repo_copy, "sft", seed=6)
+    ledger = read_jsonl(run_root / "ledger.jsonl")
+    assert len(ledger) == 1 and ledger[0]["valid"] and ledger[0]["equals_base"], ledger
+    log = (run_root / "agent.log").read_text()
+    assert "still running at the deadline" in log and "submitting the base model" in log
+    assert read_json(run_root / "final.json")["no_valid_submission"] is False
+
+
+def test_doctor_checks_the_machine_and_plans_each_cell(repo_copy):
+    """``a2rl doctor`` on the ci grid: the sandbox, the agents' Python, the model, timings and
+    a plan for each cell, in under a minute of its own time."""
+    text = run(a2rl("doctor", "grid=ci"), repo_copy)
+    assert "ok        sandbox" in text and "verdict   ready" in text, text
+    result = subprocess.run(a2rl("doctor", "grid=ci", "--json"), cwd=repo_copy,
+                            env=tool_env(repo_copy), capture_output=True, text=True,
+                            timeout=TIMEOUT_S, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert all(c["ok"] for c in report["checks"]), report["checks"]
+    cells = {c["cell"] for c in report["cells"]}
+    assert cells == {f"{t}/{a}/none/seed0" for t in (TASK, "household") for a in AGENTS}
+    assert report["hardware"]["precision"]["inference"] == "fp32"
+    assert report["rates"]["train_s_per_token"] > 0 and report["seconds"] < 60
+    assert all(c["first_submission_s"] is not None for c in report["cells"])
+
+
 # ----------------------------------------------------------------------------------- budget
 
 # The agent starts a daemon (double fork, setsid, ignores SIGTERM) that carries the marker in

@@ -11,6 +11,8 @@ from typing import Any, Optional
 
 from omegaconf import OmegaConf
 
+from a2rl.hardware import PRECISIONS
+
 FEEDBACK_MODES = ("test", "validation")
 LEVELS = ("L1", "L2", "L3")
 BACKENDS = ("auto", "hf", "vllm")
@@ -58,8 +60,13 @@ class InferenceConfig:
     max_new_tokens: int = 256
     temperature: float = 0.0
     torch_threads: int = 0  # 0 = leave torch's default
+    # fp32 by default so that a score does not depend on which CPU graded it (bf16 greedy
+    # outputs differ a little); auto = bf16 where the device computes it natively
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
+        _require(self.precision in PRECISIONS,
+                 f"inference.precision={self.precision!r}; expected one of {PRECISIONS}")
         _require(self.backend in BACKENDS,
                  f"inference.backend={self.backend!r}; expected one of {BACKENDS}")
         _require(self.batch_size >= 1, f"inference.batch_size={self.batch_size}; expected >= 1")
@@ -105,11 +112,17 @@ class AgentConfig:
     network: bool = False
     env: dict[str, str] = field(default_factory=dict)
     torch_threads: int = 0
+    # training precision, resolved by a2rl.hardware and handed to the agent as A2RL_PRECISION:
+    # auto = bf16 only where the device computes it natively (emulated bf16 is 4-11x slower)
+    precision: str = "auto"
     stack: Optional[str] = None
     version: Optional[str] = None
     args: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        _require(self.precision in PRECISIONS,
+                 f"agent {self.name!r}: precision={self.precision!r}; expected one of "
+                 f"{PRECISIONS}")
         _require(self.kind in AGENT_KINDS,
                  f"agent {self.name!r}: kind={self.kind!r}; expected one of {AGENT_KINDS}")
         if self.kind == "llm":

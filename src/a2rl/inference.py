@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from a2rl.config import InferenceConfig
+from a2rl.hardware import resolve_precision, torch_dtype
 
 # vLLM shares the GPU with the agent's own training: take a bounded slice, not vLLM's default 90%.
 VLLM_GPU_MEMORY_UTILIZATION = 0.35
@@ -87,11 +88,13 @@ class HFGenerator:
             torch.set_num_threads(cfg.torch_threads)
         self.cfg = cfg
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.precision = resolve_precision(cfg.precision, self.device.type)
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        self.model = AutoModelForCausalLM.from_pretrained(model_dir,
+                                                          dtype=torch_dtype(self.precision))
         self.model.to(self.device).eval()
         self.eos_ids = _eos_ids(self.tokenizer, self.model.generation_config)
         # generate() fills every unset option from model.generation_config; a submission's
@@ -163,7 +166,9 @@ class VLLMGenerator:
         except ImportError as err:
             raise RuntimeError(f"inference.backend=vllm but vllm cannot be imported: {err}") from err
         self.cfg = cfg
+        self.precision = resolve_precision(cfg.precision, "cuda")
         self.llm = LLM(model=str(model_dir), tokenizer=str(model_dir), seed=0,
+                       dtype={"bf16": "bfloat16", "fp32": "float32"}[self.precision],
                        gpu_memory_utilization=VLLM_GPU_MEMORY_UTILIZATION, enforce_eager=True)
         self.tokenizer = self.llm.get_tokenizer()
 

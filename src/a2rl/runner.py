@@ -16,6 +16,7 @@ from a2rl.config import RunConfig
 from a2rl.drivers import StackRun, check_driver, driver_session
 from a2rl.events import EventLog
 from a2rl.grader import GraderSettings, GradingServer, GradingService
+from a2rl.hardware import describe, one_line, resolve_precision
 from a2rl.layout import RunPaths
 from a2rl.ledger import Ledger
 from a2rl.procs import run_until
@@ -59,6 +60,13 @@ def write_tools(tools: Path, python: str) -> None:
     (tools / "bin" / "a2rl").chmod(0o755)
 
 
+def run_hardware(cfg: RunConfig) -> dict[str, Any]:
+    """The hardware record of a run, with the precision the agent is told to train in and the
+    grader generates in."""
+    return describe(agent=resolve_precision(cfg.agent.precision),
+                    inference=resolve_precision(cfg.task.inference.precision))
+
+
 def agent_env(cfg: RunConfig, sandbox: Sandbox, grader_url: str, http_url: str, token: str,
               time_limit_s: float) -> dict[str, str]:
     python_bin = str(Path(sys.executable).parent)
@@ -71,6 +79,7 @@ def agent_env(cfg: RunConfig, sandbox: Sandbox, grader_url: str, http_url: str, 
            "A2RL_TIME_LIMIT_S": str(time_limit_s), "A2RL_TASK": cfg.task.id,
            "A2RL_MAX_SUBMISSIONS": str(cfg.budget.max_submissions),
            "A2RL_SEED": str(cfg.seed), "OMP_NUM_THREADS": threads,
+           "A2RL_PRECISION": resolve_precision(cfg.agent.precision),
            "A2RL_TORCH_THREADS": threads, "PYTHONUNBUFFERED": "1",
            "TOKENIZERS_PARALLELISM": "false", "HF_HOME": f"{home}/hf"}
     if not cfg.agent.network:
@@ -106,7 +115,9 @@ def execute(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pat
         events.emit("error", message="sandbox=none: the agent runs WITHOUT isolation")
     token = secrets.token_urlsafe(24)
     submit_command = "a2rl submit"
+    hardware = run_hardware(cfg)
     description = render_description(task.description(), {
+        "hardware": one_line(hardware), "precision": hardware["precision"]["agent"],
         "time_limit_min": round(cfg.budget.time_limit_s / 60, 1),
         "eval_note": "" if cfg.budget.count_eval_time else " (evaluation time not counted)",
         "max_submissions": cfg.budget.max_submissions, "feedback": split_name,
@@ -164,7 +175,7 @@ def execute(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pat
               "agent_seconds": round(outcome.seconds, 3), "exit_code": outcome.exit_code,
               "status": status, "time_limit_s": cfg.budget.time_limit_s,
               "sandbox": cfg.sandbox, "feedback": split_name,
-              "submissions": len(service.ledger.entries)}
+              "submissions": len(service.ledger.entries), "hardware": hardware}
     if stack_run is not None:
         record |= stack_run.finish(run) | {"stack": cfg.agent.stack,
                                            "stack_version": cfg.agent.version}

@@ -107,7 +107,8 @@ def measure_baseline(cfg: RunConfig) -> dict[str, Any]:
     model_dir = base_model_dir(cfg)
     model_hash = content_hash(model_dir)
     record: dict[str, Any] = {"task": cfg.task.id, "model": cfg.task.model.name,
-                              "model_hash": model_hash, "validation": None}
+                              "model_hash": model_hash, "validation": None,
+                              "hardware": _grading_hardware(cfg)}
     splits = [("test", prepared.test)]
     if cfg.task.feedback == "validation" or prepared.validation.exists():
         splits.append(("validation", prepared.validation))
@@ -118,16 +119,27 @@ def measure_baseline(cfg: RunConfig) -> dict[str, Any]:
     return record
 
 
+def _grading_hardware(cfg: RunConfig) -> dict[str, Any]:
+    from a2rl.hardware import describe, resolve_precision
+    return describe(inference=resolve_precision(cfg.task.inference.precision))
+
+
 def _cached_score(layout: Layout, cfg: RunConfig, task, model_dir: Path, model_hash: str,
                   split: Path) -> dict[str, Any]:
+    """The split's score, cached by task, model, split and inference settings, with the
+    precision ``auto`` resolved to on this machine in the key: scores generated in different
+    precisions are never mixed up. The cached record keeps the hardware that measured it."""
+    from a2rl.hardware import resolve_precision
+    precision = resolve_precision(cfg.task.inference.precision)
     key = hashlib.sha256(f"{cfg.task.id}|{model_hash}|{file_hash(split)}|"
-                         f"{cfg.task.inference}".encode()).hexdigest()[:32]
+                         f"{cfg.task.inference}|{precision}".encode()).hexdigest()[:32]
     cache = layout.baseline_cache(key)
     if cache.exists():
         return read_json(cache) | {"cached": True}
     started = time.monotonic()
     result = task.evaluate(model_dir, split, cfg.task.inference)  # raises: nothing is cached
-    scored = result.to_dict() | {"seconds": round(time.monotonic() - started, 3)}
+    scored = result.to_dict() | {"seconds": round(time.monotonic() - started, 3),
+                                 "hardware": _grading_hardware(cfg)}
     write_json_atomic(cache, scored)
     return scored | {"cached": False}
 

@@ -1,0 +1,279 @@
+"""Online GRPO in the train games, written into code/grpo_train.py by the a2rl reference
+agents `grpo` / `sft_grpo` (the method: see a2rl/agents/grpo.py).
+
+Precision: ``--precision`` (default ``$A2RL_PRECISION``, set by the harness from
+``a2rl.hardware``): with bf16, rollouts run on a bf16 copy of the policy and updates under bf16
+autocast; with fp32 (any CPU without native bf16) everything stays fp32.
+Deadline: with ``--deadline`` an iteration starts only if it should end before it; a round with
+no iteration saves nothing.
+"""
+import argparse
+import copy
+import json
+import math
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+
+def chat(tokenizer, user):
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template([{"role": "user", "content": user}],
+                                             tokenize=False, add_generation_prompt=True)
+    return user
+
+
+def encode(tokenizer, text):
+    bos = tokenizer.bos_token
+    return tokenizer(text, add_special_tokens=not (bos and text.startswith(bos)))["input_ids"]
+
+
+class SamplingPolicy:
+    """One batched sampled generation for all unfinished episodes; replies parsed to actions."""
+
+    def __init__(self, model, tokenizer, parse_action, choice, temperature, max_new_tokens=16):
+        self.model, self.tok, self.parse, self.Choice = model, tokenizer, parse_action, choice
+        self.temperature, self.max_new_tokens = temperature, max_new_tokens
+        self.eos = [i for i in {tokenizer.eos_token_id,
+                                tokenizer.convert_tokens_to_ids("<|im_end|>")} if i is not None
+                    and i != tokenizer.unk_token_id]
+
+    @torch.no_grad()
+    def choose(self, views):
+        ids = [encode(self.tok, chat(self.tok, v.prompt)) for v in views]
+        batch = self.tok.pad({"input_ids": ids}, padding=True, return_tensors="pt")
+        out = self.model.generate(**batch, do_sample=self.temperature > 0,
+                                  temperature=self.temperature or None, top_k=0, top_p=1.0,
+                                  max_new_tokens=self.max_new_tokens, eos_token_id=self.eos,
+                                  pad_token_id=self.tok.pad_token_id)
+        texts = self.tok.batch_decode(out[:, batch["input_ids"].shape[1]:],
+                                      skip_special_tokens=True)
+        choices = []
+        for v, text in zip(views, texts):
+            action, method = self.parse(text, v.admissible)
+            choices.append(self.Choice(action, text, method))
+        return choices
+
+
+def action_logprobs(model, tokenizer, prompts, actions, eos_id):
+    """Mean log-prob of each action's tokens (+ end of turn) after its chat-formatted prompt.
+    The vocabulary projection runs on the action positions only (a fifth of the model's
+    FLOPs per token would go to prompt positions whose logits are never used)."""
+    seqs, starts = [], []
+    for p, a in zip(prompts, actions):
+        prompt_ids = encode(tokenizer, chat(tokenizer, p))
+        action_ids = tokenizer(a, add_special_tokens=False)["input_ids"] + [eos_id]
+        seqs.append(prompt_ids + action_ids)
+        starts.append(len(prompt_ids))
+    width = max(map(len, seqs))
+    pad = tokenizer.pad_token_id
+    input_ids = torch.full((len(seqs), width), pad)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        input_ids[i, :len(s)] = torch.tensor(s)
+        mask[i, :len(s)] = 1
+    hidden = model.model(input_ids=input_ids, attention_mask=mask).last_hidden_state
+    out = []
+    for i, s in enumerate(seqs):
+        positions = torch.arange(starts[i] - 1, len(s) - 1)
+        logits = model.lm_head(hidden[i, positions]).float()
+        targets = input_ids[i, positions + 1]
+        out.append(torch.log_softmax(logits, -1).gather(-1, targets[:, None]).mean())
+    return torch.stack(out)
+
+
+def freeze_lower_layers(model, train_layers):
+    """Train only the top ``train_layers`` decoder layers and the final norm: the frozen lower
+    layers build no autograd graph, so the backward pass stops at them."""
+    layers = model.model.layers
+    keep = max(0, len(layers) - train_layers)
+    for param in model.parameters():
+        param.requires_grad = False
+    for layer in layers[keep:]:
+        for param in layer.parameters():
+            param.requires_grad = True
+    for param in model.model.norm.parameters():
+        param.requires_grad = True
+    return [q for q in model.parameters() if q.requires_grad]
+
+
+def pick_games(games, stats, n):
+    """``n`` distinct games, favouring those won 20-80 % of the time so far (groups whose
+    episodes all end alike carry no signal); unseen games count as uncertain."""
+    def weight(g):
+        won, played = stats.get(g, [0, 0])
+        return 1.0 if played == 0 or 0.2 <= won / played <= 0.8 else 0.25
+
+    picked, pool = [], list(games)
+    while pool and len(picked) < n:
+        g = random.choices(pool, weights=[weight(x) for x in pool])[0]
+        pool.remove(g)
+        picked.append(g)
+    return picked
+
+
+def expert_agreement(episode):
+    """Share of an episode's steps whose action is the environment's expert action from that
+    state (0 when no step has an expert label)."""
+    labelled = [s for s in episode.steps if s.get("expert")]
+    return sum(s["action"] == s["expert"] for s in labelled) / len(labelled) if labelled else 0.0
+
+
+def episode_return(episode, step_cost, expert_bonus):
+    """won - step_cost x steps + expert_bonus x expert agreement: the bonus shapes the sparse
+    win signal so that groups which all lose (or all win) still rank their episodes."""
+    return (float(episode.won) - step_cost * episode.n_steps
+            + expert_bonus * expert_agreement(episode))
+
+
+def group_samples(picked, episodes, group, step_cost, stats, expert_bonus=0.0):
+    """(prompt, action, advantage) for every step of every episode whose group's returns
+    differ (``episode_return``); advantage = (return - group mean) / group std. Updates
+    ``stats`` (per-game wins and plays)."""
+    samples = []
+    for k, g in enumerate(picked):
+        episodes_k = episodes[k * group:(k + 1) * group]
+        returns = [episode_return(e, step_cost, expert_bonus) for e in episodes_k]
+        won, played = stats.get(g, [0, 0])
+        stats[g] = [won + sum(e.won for e in episodes_k), played + len(episodes_k)]
+        mean = sum(returns) / len(returns)
+        std = math.sqrt(sum((r - mean) ** 2 for r in returns) / len(returns))
+        if std < 1e-6:
+            continue
+        for e, r in zip(episodes_k, returns):
+            samples.extend((s["prompt"], s["action"], (r - mean) / std) for s in e.steps)
+    return samples
+
+
+def update(model, tok, opt, params, samples, minibatch, eos_id, bf16):
+    """One pass over the samples in shuffled minibatches, one optimizer step each: loss =
+    -advantage x mean action-token log-prob. Each sample is used once and the policy moves
+    only a few small steps per batch of rollouts, so the PPO ratio stays near 1 and is left
+    out (GRPO with one iteration per generation)."""
+    random.shuffle(samples)
+    losses = []
+    for i in range(0, len(samples), minibatch):
+        chunk = samples[i:i + minibatch]
+        adv = torch.tensor([c[2] for c in chunk])
+        opt.zero_grad()
+        with torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=bf16):
+            lp = action_logprobs(model, tok, [c[0] for c in chunk], [c[1] for c in chunk],
+                                 eos_id)
+        loss = -(adv * lp.float()).mean()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        losses.append(float(loss.detach()))
+    return losses
+
+
+def fits_before(deadline, log, estimate):
+    """Whether one more iteration, as long as the mean of those so far (or ``estimate`` before
+    the first), ends before ``deadline``; always true without a deadline or an estimate."""
+    seconds = [r["seconds"] for r in log] or ([estimate] if estimate > 0 else [])
+    if not deadline or not seconds:
+        return True
+    return time.time() + sum(seconds) / len(seconds) <= deadline
+
+
+def arguments():
+    """The script's options (``scripts/probe_grpo.py`` checks its pass-through options here)."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", required=True)
+    p.add_argument("--data", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--iterations", type=int, default=3)
+    p.add_argument("--games", type=int, default=8)
+    p.add_argument("--group", type=int, default=4)
+    p.add_argument("--lr", type=float, default=1e-5)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--max-steps", type=int, default=12)
+    p.add_argument("--step-cost", type=float, default=0.01)
+    p.add_argument("--expert-bonus", type=float, default=0.0,
+                   help="return bonus x share of steps that took the env's expert action")
+    p.add_argument("--train-layers", type=int, default=15)
+    p.add_argument("--minibatch", type=int, default=16)
+    # the harness decides (a2rl.hardware): bf16 only where the hardware computes it natively
+    p.add_argument("--precision", choices=("bf16", "fp32"),
+                   default=os.environ.get("A2RL_PRECISION", "fp32"))
+    p.add_argument("--deadline", type=float, default=0.0,
+                   help="Unix time by which the round must end (0: none); iterations that "
+                        "would end after it are skipped")
+    p.add_argument("--iter-estimate", type=float, default=0.0,
+                   help="seconds one iteration took in an earlier round (0: unknown)")
+    p.add_argument("--stats", default=None, help="json file of per-game win counts (kept)")
+    p.add_argument("--seed", type=int, default=0)
+    return p
+
+
+def main():
+    a = arguments().parse_args()
+    sys.path.insert(0, a.data)
+    from a2rl_envs import Choice, parse_action, play
+    from household_env import PROMPT, HouseholdEnv, load_games
+
+    random.seed(a.seed)
+    torch.manual_seed(a.seed)
+    bf16 = a.precision == "bf16"
+    tok = AutoTokenizer.from_pretrained(a.model)
+    tok.padding_side = "left"
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32)
+    params = freeze_lower_layers(model, a.train_layers)
+    opt = torch.optim.AdamW(params, lr=a.lr, weight_decay=0.0)
+    # rollouts run on a bf16 copy, refreshed from the fp32 weights before each iteration
+    sampler = copy.deepcopy(model).to(torch.bfloat16) if bf16 else model
+    eos_id = tok.convert_tokens_to_ids("<|im_end|>")
+    if eos_id is None or eos_id == tok.unk_token_id:
+        eos_id = tok.eos_token_id
+
+    games = load_games(Path(a.data) / "games")
+    stats_path = Path(a.stats) if a.stats else None
+    stats = json.loads(stats_path.read_text()) if stats_path and stats_path.exists() else {}
+    policy = SamplingPolicy(sampler, tok, parse_action, Choice, a.temperature)
+    log = []
+    for it in range(a.iterations):
+        if not fits_before(a.deadline, log, a.iter_estimate):
+            print(json.dumps({"stopped": f"deadline: {a.iterations - it} of {a.iterations} "
+                                         f"iterations skipped"}), flush=True)
+            break
+        started = time.time()
+        picked = pick_games(games, stats, a.games)
+        if sampler is not model:
+            sampler.load_state_dict(model.state_dict())
+        sampler.eval()
+        episodes = play([g for g in picked for _ in range(a.group)], HouseholdEnv, policy,
+                        a.max_steps, PROMPT, keep_prompts=True)
+        rolled = time.time()
+        samples = group_samples(picked, episodes, a.group, a.step_cost, stats, a.expert_bonus)
+        model.train()
+        losses = update(model, tok, opt, params, samples, a.minibatch, eos_id, bf16)
+        row = {"iteration": it, "episodes": len(episodes),
+               "success": 100.0 * sum(e.won for e in episodes) / len(episodes),
+               "train_steps": len(samples), "updates": len(losses),
+               "loss": sum(losses) / max(1, len(losses)),
+               "rollout_s": round(rolled - started, 1),
+               "update_s": round(time.time() - rolled, 1),
+               "seconds": round(time.time() - started, 1)}
+        log.append(row)
+        print(json.dumps(row), flush=True)
+    if stats_path:
+        stats_path.write_text(json.dumps(stats))
+    if not log:
+        print(json.dumps({"saved": None, "reason": "no iteration fitted before the deadline"}))
+        return
+    model.save_pretrained(a.out)
+    tok.padding_side = "right"
+    tok.save_pretrained(a.out)
+    Path(a.out, "grpo_log.json").write_text(json.dumps(log, indent=1))
+    print(json.dumps({"saved": a.out, "success": [r["success"] for r in log]}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""What the reference agents share: the grader's status, logging, and planning against the
+deadline (as a user would: from the measured speed of their own first steps, keeping time to
+submit, so a run always ends with a valid submission on a slow machine too).
+
+``A2RL_RESERVE_S`` (default 45): seconds kept free before the end of the budget to save and
+submit a model; a submission received before the end is graded even if grading runs past it.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+STARTED = time.time()
+RESERVE_S = 45
+# the SFT defaults of the reference agents (also read by `a2rl doctor` to predict their rounds)
+SFT_STEPS = {"sft": 20, "sft_grpo": 40}
+SFT_BATCH = 8
+SFT_MAX_LEN = 512  # household prompts with their history run past 256 tokens
+
+
+def log(who, message):
+    print(f"[{who}-agent {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def status():
+    out = subprocess.run(["a2rl", "status"], capture_output=True, text=True, check=False)
+    try:
+        return json.loads(out.stdout) if out.returncode == 0 else {}
+    except ValueError:
+        return {}
+
+
+def time_left():
+    """Seconds left in the budget: the grader's word, else the limit minus time since start."""
+    fallback = float(os.environ.get("A2RL_TIME_LIMIT_S", "0")) - (time.time() - STARTED)
+    return float(status().get("time_left_s", fallback))
+
+
+def reserve_s():
+    return float(os.environ.get("A2RL_RESERVE_S", RESERVE_S))
+
+
+def deadline():
+    """Unix time by which training must end: the budget's end less the reserve."""
+    return time.time() + time_left() - reserve_s()
+
+
+def run_until(cmd, until, cwd):
+    """Run ``cmd``; kill it (and its children) if it is still running at ``until`` plus half the
+    reserve. Returns the exit code, or None when it was killed for time."""
+    proc = subprocess.Popen(cmd, cwd=cwd, start_new_session=True)
+    try:
+        return proc.wait(timeout=max(1.0, until - time.time() + reserve_s() / 2))
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return None
+
+
+def submit(who, folder):
+    """Submit ``folder``; returns whether the grader accepted it (logged either way)."""
+    answer = subprocess.run(["a2rl", "submit", str(folder)], capture_output=True, text=True,
+                            check=False)
+    log(who, f"submitted {Path(folder).name}: {answer.stdout.strip()} {answer.stderr.strip()}")
+    return answer.returncode == 0
+
+
+def submit_base_model(who, ws, why):
+    """The fallback that keeps a run valid when no training step fitted: the base model."""
+    target = Path(ws) / "output" / "base"
+    if not target.exists():
+        shutil.copytree(Path(ws) / "base_model", target)
+    log(who, f"{why}: submitting the base model so that the run has a valid submission")
+    return submit(who, target)
+
+
+def trained_steps(folder):
+    """The training report the SFT script leaves in its output folder (None if absent)."""
+    path = Path(folder) / "train_log.json"
+    return json.loads(path.read_text()) if path.exists() else None

@@ -1,0 +1,126 @@
+"""SFT with TRL, written into code/train.py by the a2rl reference agents `sft` and `sft_grpo`.
+
+Precision: ``--precision`` (default ``$A2RL_PRECISION``, which the harness sets from
+``a2rl.hardware``: bf16 only where the hardware computes it natively). TRL's own defaults,
+bf16 autocast and gradient checkpointing, are both overridden: emulated bf16 made one step of
+batch 8 x 512 tokens take 313 s on an AVX2-only CPU where fp32 takes 28 s, and checkpointing
+only trades time for memory a 135M model does not need.
+
+Deadline: with ``--deadline`` (Unix time) training stops after the last step that ends before
+it, judged by the mean step time so far, and the model trained so far is saved; the log says
+how many planned steps were skipped. The caller reserves time after the deadline to submit.
+"""
+import argparse
+import json
+import os
+import random
+import time
+
+import torch
+from datasets import Dataset
+from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+from trl import SFTConfig, SFTTrainer
+
+
+def to_example(row):
+    if "messages" in row:
+        return {"messages": row["messages"]}
+    if "prompt" in row and "completion" in row:
+        prompt, completion = row["prompt"], row["completion"]
+    elif "question" in row and "answer" in row:
+        prompt, completion = row["question"], row["answer"]
+    else:
+        raise ValueError(f"cannot tell prompt from answer in fields {sorted(row)}")
+    return {"prompt": [{"role": "user", "content": prompt}],
+            "completion": [{"role": "assistant", "content": completion}]}
+
+
+class StopBeforeDeadline(TrainerCallback):
+    """Stops training when the next step, at the mean step time so far, would end after the
+    deadline."""
+
+    def __init__(self, deadline):
+        self.deadline = deadline
+        self.began = None
+        self.step_s = None
+        self.stopped_at = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.began = time.time()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        now = time.time()
+        self.step_s = (now - self.began) / max(1, state.global_step)
+        if self.deadline and now + self.step_s > self.deadline and state.global_step < state.max_steps:
+            control.should_training_stop = True
+            self.stopped_at = state.global_step
+
+
+def training_config(a, precision):
+    """The TRL config; precision and gradient checkpointing are set explicitly (see above)."""
+    return SFTConfig(output_dir=a.out + ".trainer", max_steps=a.steps,
+                     per_device_train_batch_size=a.batch, learning_rate=a.lr,
+                     lr_scheduler_type="constant_with_warmup", warmup_steps=2,
+                     max_length=a.max_len, logging_steps=5, save_strategy="no",
+                     report_to="none", use_cpu=not torch.cuda.is_available(), seed=a.seed,
+                     completion_only_loss=True, bf16=precision == "bf16", fp16=False,
+                     activation_checkpointing=False)
+
+
+def arguments():
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", required=True)
+    p.add_argument("--data", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--lr", type=float, default=5e-5)
+    # household prompts with their history run past 256 tokens
+    p.add_argument("--max-len", type=int, default=512)
+    p.add_argument("--lora", action="store_true")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--offset", type=int, default=0)
+    p.add_argument("--precision", choices=("bf16", "fp32"),
+                   default=os.environ.get("A2RL_PRECISION", "fp32"))
+    p.add_argument("--deadline", type=float, default=0.0,
+                   help="Unix time by which training must end (0: none)")
+    return p
+
+
+def main():
+    a = arguments().parse_args()
+    torch.manual_seed(a.seed)
+    with open(a.data) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    random.Random(a.seed).shuffle(rows)
+    need = a.steps * a.batch
+    start = (a.offset * need) % max(1, len(rows))
+    picked = [rows[(start + i) % len(rows)] for i in range(need)]
+    dataset = Dataset.from_list([to_example(r) for r in picked])
+    tokenizer = AutoTokenizer.from_pretrained(a.model)
+    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32)
+    peft_config = None
+    if a.lora:
+        from peft import LoraConfig
+        peft_config = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0,
+                                 target_modules="all-linear", task_type="CAUSAL_LM")
+    deadline = StopBeforeDeadline(a.deadline)
+    trainer = SFTTrainer(model=model, args=training_config(a, a.precision),
+                         train_dataset=dataset, processing_class=tokenizer,
+                         peft_config=peft_config, callbacks=[deadline])
+    trainer.train()
+    done = trainer.state.global_step
+    trainer.save_model(a.out)
+    tokenizer.save_pretrained(a.out)
+    report = {"saved": a.out, "steps": done, "planned_steps": a.steps,
+              "skipped_steps": a.steps - done, "precision": a.precision,
+              "step_s": round(deadline.step_s or 0.0, 2)}
+    if deadline.stopped_at is not None:
+        report["stopped"] = f"deadline: {a.steps - done} of {a.steps} steps skipped"
+    with open(os.path.join(a.out, "train_log.json"), "w") as f:
+        json.dump(report, f)
+    print(json.dumps(report), flush=True)
+
+
+if __name__ == "__main__":
+    main()
