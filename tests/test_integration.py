@@ -393,6 +393,10 @@ def test_sft_with_more_steps_than_the_budget_stops_at_its_deadline_and_submits(r
     report = read_json(run_root / "workspace" / "output" / "ckpt-1" / "train_log.json")
     assert 1 <= report["steps"] < 5000 and report["skipped_steps"] == 5000 - report["steps"]
     assert "stopped early by the deadline" in (run_root / "agent.log").read_text()
+    # the summary says which machine (and precision) the scores and times came from
+    summary = read_json(run_root / "summary.json")
+    assert summary["hardware"]["precision"] == run_json["hardware"]["precision"]
+    assert "Machine: " in (run_root / "summary.md").read_text()
 
 
 def test_sft_without_time_for_one_step_submits_the_base_model(repo_copy):

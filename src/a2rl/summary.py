@@ -12,6 +12,7 @@ summary then says so instead of failing. Nothing here calls an LLM; the optional
 summary.json::
 
     {"task", "task_name", "level", "agent", "driver", "seed", "feedback", "model", "sandbox",
+     "hardware" (run.json's: CPU, cores, flags, GPUs, precision; null for older runs),
      "budget": {"name", "time_limit_s", "max_submissions"},
      "status", "exit_code", "agent_seconds",
      "baseline", "baseline_stderr",
@@ -61,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from a2rl.config import RunConfig
+from a2rl.hardware import one_line
 from a2rl.layout import Layout, RunPaths
 from a2rl.records import iter_jsonl, write_json_atomic, write_text_atomic
 
@@ -350,6 +352,7 @@ def summarize(cfg: RunConfig, layout: Layout,
         "feedback": cfg.task.feedback,
         "model": cfg.task.model.name,
         "sandbox": (run or {}).get("sandbox", cfg.sandbox),
+        "hardware": (run or {}).get("hardware"),
         "budget": {"name": cfg.budget.name,
                    "time_limit_s": time_limit,
                    "max_submissions": cfg.budget.max_submissions},
@@ -481,6 +484,8 @@ def render_markdown(summary: dict[str, Any]) -> str:
              f"{s['feedback']} split; base model `{s['model']}`; budget `{budget['name']}` "
              f"({_fmt(budget['time_limit_s'], 0)} s, {budget['max_submissions']} submissions); "
              f"sandbox `{s['sandbox']}`.")
+    if s.get("hardware"):
+        about += f" Machine: {one_line(s['hardware'])}."
     lines = [f"# {s['task']} · {s['agent']} · {s['driver']} · seed {s['seed']}", "", about, "",
              "## Outcome", ""]
 
