@@ -91,6 +91,29 @@ def test_without_native_bf16_the_agents_train_in_fp32_without_checkpointing(cpu,
     assert grpo.precision == "fp32"
 
 
+def test_agents_train_for_the_cpu_even_on_a_gpu_machine(cpu, monkeypatch):
+    """The sandbox exposes no GPU, so the agents' precision follows the CPU: a GPU with bf16
+    next to an AVX2-only CPU must not make them train in emulated bf16."""
+    import torch
+
+    cpu(AVX2_ONLY)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)
+    assert agent_precision_env(compose(["agent=sft"])) == "fp32"
+    assert hardware.resolve_precision("auto", "cuda") == "bf16"  # the grader's GPU generation
+
+
+def test_gpus_that_only_emulate_bf16_get_fp32(cpu, monkeypatch):
+    import torch
+
+    cpu(AVX2_ONLY)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    # a pre-Ampere GPU: bf16 tensors work (emulated), native bf16 does not
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported",
+                        lambda including_emulation=True: including_emulation)
+    assert hardware.resolve_precision("auto", "cuda") == "fp32"
+
+
 def test_with_native_bf16_the_agents_train_in_bf16_without_checkpointing(cpu, monkeypatch,
                                                                         tmp_path):
     cpu(AVX512_BF16)
@@ -134,10 +157,12 @@ def test_grpo_iterations_start_only_if_they_end_before_the_deadline():
     fits = load_script("grpo_train").fits_before
     now = time.time()
     assert fits(0.0, [{"seconds": 1e6}], 0.0)  # no deadline
-    assert fits(now + 10, [], 0.0)  # nothing measured yet: the first iteration runs
+    assert fits(now + 10, [], 0.0)  # nothing measured yet: the first iteration runs ...
+    assert not fits(now - 1, [], 0.0)  # ... unless the deadline has passed
     assert not fits(now + 10, [], 60.0)  # an earlier round's estimate says it will not fit
-    assert fits(now + 100, [{"seconds": 30}, {"seconds": 50}], 0.0)
-    assert not fits(now + 30, [{"seconds": 30}, {"seconds": 50}], 0.0)
+    assert fits(now + 100, [{"seconds": 30}, {"seconds": 50, "save_s": 5}], 0.0)
+    # the longest iteration with its save decides, not the mean (40 s)
+    assert not fits(now + 52, [{"seconds": 30}, {"seconds": 50, "save_s": 5}], 0.0)
 
 
 def test_sft_script_stops_at_the_deadline_and_saves(tiny_model, tmp_path):

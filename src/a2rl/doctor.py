@@ -27,7 +27,7 @@ from typing import Any
 from a2rl.agents.plan import RESERVE_S, SFT_BATCH, SFT_MAX_LEN, SFT_STEPS
 from a2rl.compose import cell_overrides, compose, grid_cells, grid_overrides
 from a2rl.config import RunConfig
-from a2rl.hardware import describe, one_line, resolve_precision, torch_dtype
+from a2rl.hardware import AGENT_DEVICE, describe, one_line, resolve_precision, torch_dtype
 
 ASSUMED_ROW_TOKENS = 400  # a training row's length when the task is not prepared yet
 ASSUMED_PROMPT_TOKENS = 300  # an interactive step's prompt when the task is not prepared yet
@@ -47,7 +47,8 @@ class Check:
 class Rates:
     """Measured on the base model in the precision the agents and the grader would use."""
 
-    train_s_per_token: float  # one optimizer step, per token in the batch
+    train_s_per_token: float  # forward + backward, per token in the batch
+    optimizer_s: float  # the AdamW update of one step, whatever the batch
     prefill_s_per_token: float  # the prompt pass of generation, per prompt token
     decode_step_s: dict[int, float]  # batch size -> seconds for one generated token
     seconds: dict[str, float] = field(default_factory=dict)
@@ -66,10 +67,12 @@ class CellPlan:
 # ------------------------------------------------------------------------------- checks
 
 
-def check_sandbox() -> Check:
+def check_sandbox(kind: str = "bwrap") -> Check:
     """Run the agents' Python under bubblewrap with the harness's own sandbox arguments."""
     from a2rl.sandbox import Sandbox, SandboxUnavailable
 
+    if kind == "none":
+        return Check("sandbox", True, "sandbox=none: agents run WITHOUT isolation")
     with tempfile.TemporaryDirectory(prefix="a2rl-doctor-") as tmp:
         root = Path(tmp)
         for sub in ("workspace/code", "workspace/output", "tools", "grader"):
@@ -123,10 +126,11 @@ PROMPT_TOKENS = 192
 DECODE_TOKENS = 16
 
 
-def time_training(model_dir: Path, precision: str) -> float:
-    """Seconds per token of one AdamW step in ``precision`` the way the SFT script trains (fp32
-    weights, bf16 autocast or none, no gradient checkpointing); the median of two timed steps
-    after a warm-up step."""
+def time_training(model_dir: Path, precision: str) -> tuple[float, float]:
+    """(seconds per token of forward + backward, seconds of one AdamW step) the way the SFT
+    script trains (fp32 weights, bf16 autocast or none, no gradient checkpointing): the faster
+    of two timed steps after a warm-up step, so a busy moment does not count as the machine's
+    speed."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -136,16 +140,18 @@ def time_training(model_dir: Path, precision: str) -> float:
     batch, length = TRAIN_SHAPE
     ids = torch.randint(0, model.config.vocab_size, (batch, length),
                         generator=torch.Generator().manual_seed(0))
-    times = []
+    passes, steps = [], []
     for _ in range(3):
         started = time.perf_counter()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
             loss = model(input_ids=ids, labels=ids).loss
         loss.backward()
+        stepped = time.perf_counter()
         opt.step()
         opt.zero_grad()
-        times.append(time.perf_counter() - started)
-    return sorted(times[1:])[0] / (batch * length)
+        passes.append(stepped - started)
+        steps.append(time.perf_counter() - stepped)
+    return min(passes[1:]) / (batch * length), min(steps[1:])
 
 
 def time_generation(model_dir: Path, precision: str) -> tuple[float, dict[int, float]]:
@@ -172,7 +178,7 @@ def time_generation(model_dir: Path, precision: str) -> tuple[float, dict[int, f
     return per_token, decode
 
 
-def decode_step_s(rates: "Rates", batch: int) -> float:
+def decode_step_s(rates: Rates, batch: int) -> float:
     """A generated token for ``batch`` prompts, on the line through the two measured batches."""
     (b1, t1), (b2, t2) = sorted((int(k), v) for k, v in rates.decode_step_s.items())
     return max(t1, t1 + (t2 - t1) * (batch - b1) / (b2 - b1))
@@ -180,11 +186,12 @@ def decode_step_s(rates: "Rates", batch: int) -> float:
 
 def measure(model_dir: Path, train_precision: str, inference_precision: str) -> Rates:
     started = time.monotonic()
-    train = time_training(model_dir, train_precision)
+    train, optimizer = time_training(model_dir, train_precision)
     trained = time.monotonic()
     prefill, decode = time_generation(model_dir, inference_precision)
-    return Rates(train, prefill, decode, {"training": round(trained - started, 1),
-                                          "generation": round(time.monotonic() - trained, 1)})
+    return Rates(train, optimizer, prefill, decode,
+                 {"training": round(trained - started, 1),
+                  "generation": round(time.monotonic() - trained, 1)})
 
 
 # ---------------------------------------------------------------------------- predictions
@@ -243,6 +250,17 @@ def eval_seconds(cfg: RunConfig, rates: Rates, prepared, tokenizer) -> tuple[flo
     return seconds, "estimated"
 
 
+def grpo_iteration_s(cfg: RunConfig, rates: Rates) -> float:
+    """One GRPO iteration, roughly: games x group episodes played in lockstep (one batched
+    generation a step, ~16 new tokens) and an update over about half their steps."""
+    episodes = env_int(cfg, "A2RL_GRPO_GAMES", 8) * env_int(cfg, "A2RL_GRPO_GROUP", 4)
+    steps = env_int(cfg, "A2RL_GRPO_MAX_STEPS", int(cfg.task.params.get("max_steps", 12)))
+    rollout = steps * (episodes * ASSUMED_PROMPT_TOKENS * rates.prefill_s_per_token
+                       + 16 * decode_step_s(rates, episodes))
+    update = episodes * steps / 2 * ASSUMED_PROMPT_TOKENS * rates.train_s_per_token
+    return rollout + update
+
+
 def baseline_seconds(cfg: RunConfig, rates: Rates, tokenizer) -> float:
     from a2rl.layout import Layout
 
@@ -257,6 +275,13 @@ def plan_cell(cfg: RunConfig, rates: Rates, tokenizer) -> CellPlan:
     name = f"{cfg.task.id}/{cfg.agent.name}/{cfg.driver.name}/seed{cfg.seed}"
     budget = cfg.budget.time_limit_s
     evaluation, how = eval_seconds(cfg, rates, prepared, tokenizer)
+    if cfg.agent.name == "grpo":
+        seconds = grpo_iteration_s(cfg, rates)
+        iters = env_int(cfg, "A2RL_GRPO_ITERS", 3)
+        first = TRAIN_OVERHEAD_S + iters * seconds
+        return CellPlan(name, budget, min(first, budget - RESERVE_S),
+                        f"first submission after a GRPO round of {iters} iterations of "
+                        f"~{seconds:.0f}s (estimated; fewer if they do not fit)", budget)
     if cfg.agent.name not in SFT_STEPS:
         verdict = ("submits the base model at once" if cfg.agent.name == "noop" else
                    "not a reference agent: its plan is the LLM's own")
@@ -268,15 +293,16 @@ def plan_cell(cfg: RunConfig, rates: Rates, tokenizer) -> CellPlan:
     row = min(token_lengths(prepared.data / "train.jsonl", tokenizer,
                             ("prompt", "completion", "question", "answer", "messages"))
               or ASSUMED_ROW_TOKENS, env_int(cfg, "A2RL_SFT_MAX_LEN", SFT_MAX_LEN))
-    step_s = rates.train_s_per_token * batch * row
+    step_s = rates.train_s_per_token * batch * row + rates.optimizer_s
     first = TRAIN_OVERHEAD_S + steps * step_s
-    usable = budget - RESERVE_S
+    reserve = float(cfg.agent.env.get("A2RL_RESERVE_S", RESERVE_S))
+    usable = budget - reserve
     if first <= usable:
         verdict = f"first submission after {steps} steps of ~{step_s:.1f}s"
         advice = ""
     else:
         fit = max(0, int((usable - TRAIN_OVERHEAD_S) / step_s))
-        need = math.ceil(first + RESERVE_S)
+        need = math.ceil(first + reserve)
         verdict = (f"only {fit} of {steps} steps fit: the agent stops there and submits" if fit
                    else "no step fits: the agent submits the base model")
         advice = (f"for all {steps} steps: budget.time_limit_s={need}, or fewer steps: "
@@ -287,11 +313,22 @@ def plan_cell(cfg: RunConfig, rates: Rates, tokenizer) -> CellPlan:
         predicted = min(work, budget) + (0 if cfg.budget.count_eval_time else rounds * evaluation)
     else:  # sft_grpo: GRPO rounds go on until the budget ends; evaluations may be extra
         predicted = budget + (0 if cfg.budget.count_eval_time else 3 * evaluation)
-    return CellPlan(name, budget, min(first, usable + RESERVE_S), f"{verdict} ({how} "
+    return CellPlan(name, budget, min(first, usable), f"{verdict} ({how} "
                     f"evaluation {evaluation:.0f}s)", predicted, advice)
 
 
 # ---------------------------------------------------------------------------------- report
+
+
+def plan_cells(grid_cfg: RunConfig) -> list[dict[str, Any]]:
+    """One cell per (task, agent): drivers and seeds do not change a reference agent's plan,
+    and an LLM agent's plan is its own (the paper grid has 687 cells, 54 of these)."""
+    seen, cells = set(), []
+    for cell in grid_cells(grid_cfg):
+        if (cell["task"], cell["agent"]) not in seen:
+            seen.add((cell["task"], cell["agent"]))
+            cells.append(cell)
+    return cells
 
 
 def diagnose(grid: str = "smoke", extra: list[str] | None = None) -> dict[str, Any]:
@@ -300,24 +337,28 @@ def diagnose(grid: str = "smoke", extra: list[str] | None = None) -> dict[str, A
 
     started = time.monotonic()
     base = grid_overrides(grid, extra or [])
-    cells = [compose(cell_overrides(c, base)) for c in grid_cells(compose(base))]
-    checks = [check_sandbox(), check_agent_python()]
+    cells = [compose(cell_overrides(c, base)) for c in plan_cells(compose(base))]
+    checks = [check_sandbox(cells[0].sandbox), check_agent_python()]
     model_dir, model_check = ensure_model(cells[0])
     checks.append(model_check)
-    train_p = resolve_precision(cells[0].agent.precision)
+    train_p = resolve_precision(cells[0].agent.precision, AGENT_DEVICE)
     infer_p = resolve_precision(cells[0].task.inference.precision)
     rates = measure(model_dir, train_p, infer_p)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    plans = [plan_cell(cfg, rates, tokenizer) for cfg in cells]
-    baselines = {cfg.task.id: round(baseline_seconds(cfg, rates, tokenizer)) for cfg in cells}
+    # the rates are the timed model's: cells on another model are listed, not predicted
+    timed = [cfg for cfg in cells if cfg.task.model.name == cells[0].task.model.name]
+    plans = [plan_cell(cfg, rates, tokenizer) for cfg in timed]
+    plans += [CellPlan(f"{cfg.task.id}/{cfg.agent.name}", cfg.budget.time_limit_s, None,
+                       f"not timed: model {cfg.task.model.name}, not "
+                       f"{cells[0].task.model.name}; run `a2rl doctor` with that task alone",
+                       cfg.budget.time_limit_s) for cfg in cells if cfg not in timed]
+    baselines = {cfg.task.id: round(baseline_seconds(cfg, rates, tokenizer)) for cfg in timed}
     return {"grid": grid, "hardware": describe(agent=train_p, inference=infer_p),
             "checks": [asdict(c) for c in checks], "rates": asdict(rates),
             "cells": [asdict(p) for p in plans], "baselines_s": baselines,
             "predicted_grid_s": round(sum(p.predicted_s for p in plans)
                                       + sum(baselines.values())),
-            "ok": all(c.ok for c in checks) and all(p.first_submission_s is not None
-                                                   and not p.advice for p in plans
-                                                   if p.cell.split("/")[1] in SFT_STEPS),
+            "ok": all(c.ok for c in checks) and not any(p.advice for p in plans),
             "seconds": round(time.monotonic() - started, 1)}
 
 
@@ -328,7 +369,8 @@ def render(report: dict[str, Any]) -> str:
         lines.append(f"{'ok  ' if c['ok'] else 'FAIL'}      {c['name']}: {c['detail']}")
     r = report["rates"]
     lines.append(f"timed     training step {r['train_s_per_token'] * 1e3:.3f} ms/token "
-                 f"(8 x 400 tokens: {r['train_s_per_token'] * 3200:.1f}s); prompt pass "
+                 f"+ {r['optimizer_s']:.2f}s AdamW (8 x 400 tokens: "
+                 f"{r['train_s_per_token'] * 3200 + r['optimizer_s']:.1f}s); prompt pass "
                  f"{r['prefill_s_per_token'] * 1e3:.3f} ms/token; a generated token for "
                  + ", ".join(f"{b} prompts {t * 1e3:.0f} ms"
                              for b, t in r["decode_step_s"].items()))

@@ -22,14 +22,11 @@ from pathlib import Path
 from typing import Any
 
 PRECISIONS = ("auto", "bf16", "fp32")
+# the reference agents train on the CPU: the sandbox exposes no GPU device to them
+AGENT_DEVICE = "cpu"
 # the CPU flags (as /proc/cpuinfo spells them) that matter for training and generation speed
 CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx512_vnni", "fma")
 NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
-
-
-def check_precision(setting: str, key: str = "precision") -> None:
-    if setting not in PRECISIONS:
-        raise ValueError(f"{key}={setting!r}; expected one of {PRECISIONS}")
 
 
 @lru_cache(maxsize=1)
@@ -68,9 +65,12 @@ def cpu_has_native_bf16(flags: frozenset[str] | None = None) -> bool:
 
 
 def cuda_has_bf16() -> bool:
+    """Native bf16 on the GPU (Ampere and later); torch's default check also counts emulation,
+    which is slow on older GPUs (and vLLM refuses bf16 there)."""
     import torch
 
-    return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    return bool(torch.cuda.is_available()
+                and torch.cuda.is_bf16_supported(including_emulation=False))
 
 
 def default_device() -> str:
@@ -89,7 +89,8 @@ def native_bf16(device: str | None = None) -> bool:
 def resolve_precision(setting: str = "auto", device: str | None = None) -> str:
     """``bf16`` or ``fp32`` for a setting of ``auto``, ``bf16`` or ``fp32``. An explicit setting
     is obeyed, even where it is slow: it is the user's override."""
-    check_precision(setting)
+    if setting not in PRECISIONS:
+        raise ValueError(f"precision={setting!r}; expected one of {PRECISIONS}")
     if setting != "auto":
         return setting
     return "bf16" if native_bf16(device) else "fp32"

@@ -16,7 +16,7 @@ from a2rl.config import RunConfig
 from a2rl.drivers import StackRun, check_driver, driver_session
 from a2rl.events import EventLog
 from a2rl.grader import GraderSettings, GradingServer, GradingService
-from a2rl.hardware import describe, one_line, resolve_precision
+from a2rl.hardware import AGENT_DEVICE, describe, one_line, resolve_precision
 from a2rl.layout import RunPaths
 from a2rl.ledger import Ledger
 from a2rl.procs import run_until
@@ -63,8 +63,13 @@ def write_tools(tools: Path, python: str) -> None:
 def run_hardware(cfg: RunConfig) -> dict[str, Any]:
     """The hardware record of a run, with the precision the agent is told to train in and the
     grader generates in."""
-    return describe(agent=resolve_precision(cfg.agent.precision),
+    return describe(agent=agent_precision(cfg),
                     inference=resolve_precision(cfg.task.inference.precision))
+
+
+def agent_precision(cfg: RunConfig) -> str:
+    """The precision the agent is told to train in, for the device it trains on."""
+    return resolve_precision(cfg.agent.precision, AGENT_DEVICE)
 
 
 def agent_env(cfg: RunConfig, sandbox: Sandbox, grader_url: str, http_url: str, token: str,
@@ -79,7 +84,7 @@ def agent_env(cfg: RunConfig, sandbox: Sandbox, grader_url: str, http_url: str, 
            "A2RL_TIME_LIMIT_S": str(time_limit_s), "A2RL_TASK": cfg.task.id,
            "A2RL_MAX_SUBMISSIONS": str(cfg.budget.max_submissions),
            "A2RL_SEED": str(cfg.seed), "OMP_NUM_THREADS": threads,
-           "A2RL_PRECISION": resolve_precision(cfg.agent.precision),
+           "A2RL_PRECISION": agent_precision(cfg),
            "A2RL_TORCH_THREADS": threads, "PYTHONUNBUFFERED": "1",
            "TOKENIZERS_PARALLELISM": "false", "HF_HOME": f"{home}/hf"}
     if not cfg.agent.network:
