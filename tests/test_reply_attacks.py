@@ -4,7 +4,7 @@ is a wrong solution, so every one must score 0; the canonical solutions must sco
 
 The first eight groups are the forgeries that passed against the single-interpreter runner
 (issue 12); the rest are exit tricks, signals, forks, resource bombs, output floods and encoding
-tricks. ``test_canonical_solutions_all_pass`` (heavy) scores all 164 canonical solutions.
+tricks. ``test_canonical_solutions_all_pass`` scores all 164 canonical solutions.
 """
 
 from __future__ import annotations
@@ -453,20 +453,10 @@ def canonical_rows(ids: list[str] | None = None) -> list[dict]:
     return [{"id": tid, "reply": reference_reply(problems[tid])} for tid in ids or problems]
 
 
-# problems whose tests use helpers, random inputs, many calls, floats, tuples, dicts, None
-FAST_SUBSET = ["HumanEval/0", "HumanEval/2", "HumanEval/10", "HumanEval/32", "HumanEval/33",
-               "HumanEval/38", "HumanEval/50", "HumanEval/53", "HumanEval/107", "HumanEval/111",
-               "HumanEval/136", "HumanEval/148"]
-
-
-def test_canonical_solutions_of_a_subset_pass(task):
-    results = score(task, canonical_rows(FAST_SUBSET))
-    assert [(r["id"], r["score"]) for r in results] == [(i, 1.0) for i in FAST_SUBSET], results
-
-
-@pytest.mark.heavy
 def test_canonical_solutions_all_pass(task):
-    """All 164 canonical solutions through the same path (about a minute on two cores)."""
+    """All 164 canonical solutions through the same path: helpers from the prompt (10, 38,
+    50), random inputs (32, 53), the entry point called by name (33), floats, tuples, None.
+    About 10 s on two cores (measured: 74 ms a problem one at a time), so in the default run."""
     started = time.monotonic()
     results = score(task, canonical_rows())
     failed = [r for r in results if r["score"] != 1.0]

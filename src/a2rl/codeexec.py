@@ -56,8 +56,9 @@ themselves: a program that special-cases the inputs it is called with (they reac
 must) passes tests that are too weak, and a test that passes a function or another non-data
 argument to the candidate cannot be graded (it fails, with a message saying so; none of the 164
 HumanEval problems does). ``isolation="none"`` (separate processes and rlimits only, no
-namespaces; RLIMIT_NPROC does not bind root) exists for machines without bubblewrap: the process
-boundary still keeps the verdict, but the host is not protected.
+namespaces; RLIMIT_NPROC does not bind root) exists for machines without bubblewrap and protects
+nothing: both processes run as the caller, so a program can reach the checker's process (its
+memory, its pipes) and the host.
 """
 from __future__ import annotations
 

@@ -189,8 +189,11 @@ class HumanEvalTask(Task):
             "other than imports, definitions and assignments is dropped. The program "
             "(`code_prompt` + that code) then runs with the problem's `test` and "
             "`check(<function>)` in a sandbox: standard library only, no network, "
-            f"{p.timeout_s:g} s, {p.memory_mb} MiB. It passes when every assertion holds and the "
-            "tests run to the end.\n"
+            f"{p.timeout_s:g} s, {p.memory_mb} MiB. The tests run in a process of their own and "
+            "call the function across a pipe, so arguments and return values must be plain "
+            "data (None, bool, int, float, complex, str, bytes, and lists, tuples, sets and "
+            "dicts of these); returning anything else fails. It passes when every assertion "
+            "holds and the tests run to the end.\n"
         )
 
     # ---- scoring ----------------------------------------------------------------------------
