@@ -380,3 +380,32 @@ def test_sandbox_overhead_per_program(runner):
     stats = measure_overhead(runner, n=20)
     print(f"sandbox overhead: median {stats['median_ms']:.0f} ms, p90 {stats['p90_ms']:.0f} ms")
     assert stats["median_ms"] < 2000
+
+
+def test_a_test_passing_a_function_is_reported_not_graded(runner):
+    """Only plain data crosses to the candidate: a test that passes a lambda cannot be graded
+    honestly, and says so (none of the 164 HumanEval problems does)."""
+    test = "def check(candidate):\n    assert candidate(lambda: 2, 3) == 5\n"
+    result = runner.run(ProgramWithTests(program=GOOD, test=test, entry_point="add"))
+    assert result.status == "failed" and "argument that is not plain data" in result.detail
+
+
+def test_a_broken_call_stays_failed_when_the_test_swallows_it(runner):
+    test = ("def check(candidate):\n"
+            "    try:\n"
+            "        candidate(1, 2)\n"
+            "    except:\n"
+            "        pass\n")
+    program = "def add(a, b):\n    return object()\n"
+    result = runner.run(ProgramWithTests(program=program, test=test, entry_point="add"))
+    assert result.status == "failed" and "not plain data: object" in result.detail
+
+
+def test_exceptions_cross_as_their_builtin_type(runner):
+    test = ("def check(candidate):\n"
+            "    try:\n"
+            "        candidate(1, 0)\n"
+            "    except ZeroDivisionError as err:\n"
+            "        assert 'division' in str(err)\n")
+    program = "def add(a, b):\n    return a / b\n"
+    assert runner.run(ProgramWithTests(program=program, test=test, entry_point="add")).passed

@@ -476,3 +476,40 @@ def test_the_cli_scores_a_file(tmp_path):
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert [line.get("score") for line in lines] == [1.0, 0.0, None], done.stderr
     assert "line 3" in lines[2]["error"] and done.returncode == 1
+
+
+# ---- the codec every call crosses ---------------------------------------------------------------
+
+def test_plain_data_round_trips_with_its_types():
+    import math
+
+    from a2rl.plaindata import decode, encode
+
+    values = [None, True, 0, -7, 2 ** 200, 0.1, -0.0, float("inf"), 1 + 2j, "h\udcffi", b"\x00\xff",
+              [1, (2, "3")], {1, 2.5}, frozenset({"a"}), {(1, 2): [None], "k": {"n": b""}},
+              ((),), []]
+    for value in values:
+        back = decode(encode(value))
+        assert back == value and type(back) is type(value), value
+    assert math.isnan(decode(encode(float("nan"))))
+    assert repr(decode(encode(-0.0))) == "-0.0"
+
+
+def test_only_plain_data_is_encoded_or_decoded():
+    from a2rl.plaindata import NotPlainData, decode, encode
+
+    class Lying(int):
+        def __eq__(self, other):
+            return True
+
+    for value in (Lying(1), object(), len, iter([]), [[]] * 1 + [type], {1: object()}):
+        with pytest.raises(NotPlainData):
+            encode(value)
+    deep = "[]"
+    for _ in range(200):
+        deep = '{"list": [' + deep + "]}"
+    for text in ("[1, 2]", '{"list": 1}', '{"set": [{"list": []}]}', '{"dict": [[1]]}',
+                 '{"bytes": "zz"}', '{"complex": [1, 2]}', '{"a": 1, "b": 2}', "nope", deep,
+                 '{"dict": [[{"list": []}, 1]]}'):
+        with pytest.raises(NotPlainData):
+            decode(text)
