@@ -390,22 +390,21 @@ def test_a_test_passing_a_function_is_reported_not_graded(runner):
     assert result.status == "failed" and "argument that is not plain data" in result.detail
 
 
+def try_call(call: str, handler: str) -> str:
+    """A test that calls the candidate inside ``try`` and handles the exception itself."""
+    return ("def check(candidate):\n    try:\n        " + call + "\n"
+            "    " + handler + "\n")
+
+
 def test_a_broken_call_stays_failed_when_the_test_swallows_it(runner):
-    test = ("def check(candidate):\n"
-            "    try:\n"
-            "        candidate(1, 2)\n"
-            "    except:\n"
-            "        pass\n")
+    test = try_call("candidate(1, 2)", "except:\n        pass")
     program = "def add(a, b):\n    return object()\n"
     result = runner.run(ProgramWithTests(program=program, test=test, entry_point="add"))
     assert result.status == "failed" and "not plain data: object" in result.detail
 
 
 def test_exceptions_cross_as_their_builtin_type(runner):
-    test = ("def check(candidate):\n"
-            "    try:\n"
-            "        candidate(1, 0)\n"
-            "    except ZeroDivisionError as err:\n"
-            "        assert 'division' in str(err)\n")
+    test = try_call("candidate(1, 0)", "except ZeroDivisionError as err:\n"
+                                       "        assert 'division' in str(err)")
     program = "def add(a, b):\n    return a / b\n"
     assert runner.run(ProgramWithTests(program=program, test=test, entry_point="add")).passed
