@@ -1,5 +1,6 @@
 """The benchmark scripts end to end: scripts/bench_core.py on the tiny model (both phases run and
-report their ratios) and scripts/bench_codeexec.py (the sandbox against no sandbox)."""
+report their ratios) and scripts/bench_codeexec.py (the sandbox against no sandbox, the
+two-process runner against the single-interpreter one)."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def test_bench_core_on_tiny_model(tmp_path, capsys):
 def test_bench_codeexec_compares_bwrap_with_no_sandbox(tmp_path):
     bench = load_script(SCRIPT.with_name("bench_codeexec.py"))
     out = tmp_path / "codeexec.json"
-    bench.main(["--n", "4", "--out", str(out)])
+    bench.main(["--n", "4", "--design-problems", "4", "--out", str(out)])
     result = json.loads(out.read_text())
     per = result["per_program"]
     assert per["n"] == 4 and 0 < per["none_median_ms"] and 0 < per["bwrap_median_ms"]
@@ -64,6 +65,12 @@ def test_bench_codeexec_compares_bwrap_with_no_sandbox(tmp_path):
     for isolation in ("bwrap", "none"):
         split = result["test_split"][isolation]
         assert split["passed"] == split["programs"] == 82 and split["seconds"] > 0
+    # the two-process runner against the single-interpreter one it replaced (issue 12)
+    design = result["design"]
+    assert design["passed_one_at_a_time"] == {"single": 4, "two_process": 4}
+    assert design["ratio_median"] == pytest.approx(
+        design["two_process_median_ms"] / design["single_median_ms"], rel=0.01)
+    assert design["two_process_parallel"]["passed"] == design["single_parallel"]["passed"] == 4
 
 
 def test_probe_grpo_scores_start_and_each_round_paired(tmp_path):

@@ -41,6 +41,12 @@ GSM8K_TEST = REPO / PathsConfig().root / PathsConfig().data / "gsm8k" / "test.js
     ("He pays 20 - 3", "3", "last"),  # a minus between numbers is not a sign
     ("The answer is \u22127.", "-7", "phrase"),
     ("I do not know.", None, "none"),
+    # "answer" as a verb names no answer: the last number is the answer
+    ("She has to answer 34-16 = 18 questions on the test, so 18", "18", "last"),
+    ("To answer 7 of them takes 3 hours; she answers 2 more. Final: 5", "5", "last"),
+    ("Answer = 12", "12", "phrase"),
+    ("My final answer 42 stands.", "42", "phrase"),
+    ("The answer was 6, but the answer is 7", "7", "phrase"),
 ])
 def test_formats(completion, expected, method):
     got = extract_answer(completion)
@@ -73,6 +79,26 @@ def test_numeric_equality(a, b):
 @pytest.mark.parametrize("a, b", [("18", "19"), ("1,000", "100"), ("-5", "5"), ("3.5", "3")])
 def test_numeric_inequality(a, b):
     assert not is_correct(a, b)
+
+
+def test_long_decimals_are_not_rounded():
+    for completion, gold in (("#### 0.99999999999999999999999999999", "1"),
+                             ("The answer is 1.00000000000000000000000000001", "1"),
+                             ("#### 18.000000000000000000000000000000000001", "18"),
+                             ("#### -0.3333333333333333333333333333333", "-1/3")):
+        assert score_completion(completion, gold) == 0.0, completion
+        assert extract_answer(completion).value == normalize_number(completion.split()[-1])
+
+
+def test_long_decimals_keep_every_digit():
+    assert normalize_number("0.99999999999999999999999999999") == "0." + "9" * 29
+    assert normalize_number("-12.50") == "-12.5" and normalize_number("0.05") == "0.05"
+
+
+def test_absurdly_long_numbers_are_skipped_not_a_crash():
+    digits = "9" * 5000
+    assert extract_answer(f"#### {digits}\nso the answer is 12").value == "12"
+    assert extract_answer(f"{digits}").method == "none"
 
 
 def test_nothing_extracted_is_wrong():

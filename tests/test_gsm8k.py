@@ -279,3 +279,41 @@ def test_evaluate_on_tiny_model(chain_sum_test, tiny_model):
     assert result.seconds > 0
     assert [r["id"] for r in result.records] == [item["id"] for item in read_jsonl(split)]
     assert all(isinstance(r["completion"], str) for r in result.records)
+
+
+# ---- scoring replies without a model (a2rl score) ----------------------------------------------
+
+def test_find_item_agrees_with_the_prepared_splits(chain_sum_test):
+    """Ids name the split and the position, so `a2rl score` finds any item without drawing
+    the splits; the found item is the prepared one."""
+    task, split = chain_sum_test
+    for item in read_jsonl(split)[:3]:
+        found = task.find_item(item["id"])
+        assert (found["question"], found["gold"]) == (item["question"], item["gold"])
+    for bad in ("chain_sum-nosuch-1", "other-test-1", "chain_sum-test-x"):
+        with pytest.raises(KeyError):
+            task.find_item(bad)
+
+
+def test_find_item_in_a_jsonl_pool(gsm8k_data_root):
+    task = task_with(gsm8k_data_root, source={"kind": "jsonl", "path": "gsm8k"})
+    item = task.find_item("gsm8k-test-12")
+    assert item["id"] == "gsm8k-test-12" and item["gold"]
+    with pytest.raises(KeyError):
+        task.find_item("gsm8k-test-999999")
+
+
+def test_score_lines_uses_the_graders_extraction(chain_sum_test):
+    from a2rl.score import score_lines
+
+    task, split = chain_sum_test
+    item = read_jsonl(split)[0]
+    rows = [{"id": item["id"], "reply": f"#### {item['gold']}"},
+            {"item": {"id": "own", "gold": 18},
+             "reply": "She has to answer 34-16 = 18 questions, so 18."},
+            {"item": {"id": "long", "gold": "1"}, "reply": "#### 0.99999999999999999999999999999"},
+            {"item": {"id": "no-gold"}, "reply": "1"}]
+    results = score_lines(task, [json.dumps(r) for r in rows] + ["", "[1]"])
+    assert [r.get("score") for r in results] == [1.0, 1.0, 0.0, None, None]
+    assert results[0]["verdict"] == "correct" and "gold" in results[0]["reason"]
+    assert "lacks ['gold']" in results[3]["error"] and results[4]["error"].startswith("line 6")

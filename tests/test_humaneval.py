@@ -282,6 +282,19 @@ def test_extracted_programs_pass_or_fail_in_the_sandbox():
         n: EXTRACTION_CASES[n][2] for n in names}
 
 
+def test_statements_sharing_a_line_are_kept_once_and_only_if_kept():
+    """`a; b` on one line: each kept statement once, the dropped ones not at all (a line was
+    copied once per kept statement, so side effects ran twice and a dropped call ran)."""
+    reply = ("```python\nimport os; print('side effect'); os.write(1, b'x')\n"
+             "total = []; total.append(1); limit = 3\n" + FULL + "```")
+    extraction = extract_code(reply, "add")
+    assert extraction.method == "fenced_def"
+    assert extraction.code.split("\n\n")[:3] == ["import os", "total = []", "limit = 3"]
+    assert "print" not in extraction.code and "append" not in extraction.code
+    assert "os.write" not in extraction.code
+    compile(program_of(PROMPT, extraction), "<program>", "exec")
+
+
 # ---- pass@k -----------------------------------------------------------------------------------
 
 def brute_force_pass_at_k(n: int, c: int, k: int) -> float:

@@ -94,7 +94,7 @@ def sandbox_processes() -> list[psutil.Process]:
             cmd = " ".join(proc.cmdline())
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
-        if "bwrap" in cmd or "_runner_main" in cmd or MARKER in cmd:
+        if "bwrap" in cmd or "_candidate_main" in cmd or "_checker_main" in cmd or MARKER in cmd:
             found.append(proc)
     for proc in psutil.process_iter(["cmdline"]):
         if MARKER in " ".join(proc.info["cmdline"] or []) and proc.pid != os.getpid():
@@ -251,7 +251,8 @@ def test_hostile_program_fails_and_harms_nothing(name, runner, grader_state):
     if name == "print_100mb":
         assert result.output_truncated and result.status == "failed"
     if name in ("os_exit_before_tests", "os_exit_inside_check", "forge_verdict"):
-        assert result.status == "no_verdict"
+        # the checker, in a process of its own, sees the candidate end (or write garbage)
+        assert result.status == "failed" and result.detail.startswith("InvalidReply")
     if name in ("sys_exit_before_tests", "system_exit_inside_check"):
         assert result.status == "failed" and result.detail.startswith("SystemExit")
     if name in ("redefine_check", "patch_assertion_error"):
@@ -360,7 +361,7 @@ def test_limits_are_checked():
 
 def test_a_sandbox_that_cannot_start_is_an_error(runner, monkeypatch):
     runner.self_test()
-    monkeypatch.setattr(runner, "command", lambda: ["bwrap", "--no-such-option"])
+    monkeypatch.setattr(runner, "command", lambda source: ["bwrap", "--no-such-option"])
     with pytest.raises(SandboxError, match="did not start"):
         runner.run(add_program(GOOD))
     with pytest.raises(SandboxError):
@@ -371,10 +372,39 @@ def test_without_bwrap_programs_still_run_in_their_own_process():
     runner = CodeRunner(ExecLimits(timeout_s=3), workers=2, isolation="none")
     results = runner.run_many([add_program(GOOD), add_program(WRONG),
                                add_program("import os\nos._exit(0)\n")])
-    assert [r.status for r in results] == ["passed", "failed", "no_verdict"]
+    assert [r.status for r in results] == ["passed", "failed", "failed"]
+    assert "process ended" in results[2].detail
 
 
 def test_sandbox_overhead_per_program(runner):
     stats = measure_overhead(runner, n=20)
     print(f"sandbox overhead: median {stats['median_ms']:.0f} ms, p90 {stats['p90_ms']:.0f} ms")
     assert stats["median_ms"] < 2000
+
+
+def test_a_test_passing_a_function_is_reported_not_graded(runner):
+    """Only plain data crosses to the candidate: a test that passes a lambda cannot be graded
+    honestly, and says so (none of the 164 HumanEval problems does)."""
+    test = "def check(candidate):\n    assert candidate(lambda: 2, 3) == 5\n"
+    result = runner.run(ProgramWithTests(program=GOOD, test=test, entry_point="add"))
+    assert result.status == "failed" and "argument that is not plain data" in result.detail
+
+
+def try_call(call: str, handler: str) -> str:
+    """A test that calls the candidate inside ``try`` and handles the exception itself."""
+    return ("def check(candidate):\n    try:\n        " + call + "\n"
+            "    " + handler + "\n")
+
+
+def test_a_broken_call_stays_failed_when_the_test_swallows_it(runner):
+    test = try_call("candidate(1, 2)", "except:\n        pass")
+    program = "def add(a, b):\n    return object()\n"
+    result = runner.run(ProgramWithTests(program=program, test=test, entry_point="add"))
+    assert result.status == "failed" and "not plain data: object" in result.detail
+
+
+def test_exceptions_cross_as_their_builtin_type(runner):
+    test = try_call("candidate(1, 0)", "except ZeroDivisionError as err:\n"
+                                       "        assert 'division' in str(err)")
+    program = "def add(a, b):\n    return a / b\n"
+    assert runner.run(ProgramWithTests(program=program, test=test, entry_point="add")).passed

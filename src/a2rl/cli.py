@@ -9,6 +9,7 @@
     a2rl narrate --driver NAME [OVERRIDES...] optional LLM-written narrative of one run
     a2rl doctor [--json] [grid=NAME] [OVERRIDES...]
                                             can this machine run the grid? (a2rl.doctor)
+    a2rl score TASK --replies FILE          score replies without a model (a2rl.score)
     a2rl submit PATH | a2rl status          inside a workspace: talk to this run's grader
 
 OVERRIDES are Hydra's (``task=gsm8k budget=ci task.params.test_size=50``); see conf/.
@@ -60,6 +61,9 @@ commands:
                                    check this machine for a grid (default smoke) in about a
                                    minute: sandbox, agents' Python, model, precision, timed
                                    training and generation, each cell's predicted plan
+  score TASK --replies FILE [OVERRIDES...]
+                                   score JSONL replies ({{"id"|"item", "reply"}}) as the
+                                   grader does, one JSON line each (see a2rl.score)
   submit PATH                      (in a workspace) submit a model folder to the grader
   status                           (in a workspace) the grader's view of this run
 
@@ -285,6 +289,12 @@ def _doctor(args: list[str]) -> int:
     return doctor(args)
 
 
+def _score(args: list[str]) -> int:
+    from a2rl import score
+
+    return score.main(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
@@ -298,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     if command == "run":
         return _run_app(rest)
     handlers = {"stage": _stage, "leaderboard": _leaderboard, "report": _report,
-                "narrate": _narrate, "doctor": _doctor}
+                "narrate": _narrate, "doctor": _doctor, "score": _score}
     if command not in handlers:
         print(f"a2rl: unknown command {command!r}\n\n{USAGE}", end="", file=sys.stderr)
         return 2

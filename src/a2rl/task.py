@@ -52,8 +52,23 @@ class EvalResult:
                 "seconds": self.seconds, "breakdown": self.breakdown}
 
 
+@dataclass
+class ReplyScore:
+    """One reply's score in [0, 1], the task's verdict word for it and why."""
+
+    score: float
+    verdict: str
+    reason: str = ""
+
+
 class Task(ABC):
-    """One benchmark task: prepares its data, describes itself to the agent, scores models."""
+    """One benchmark task: prepares its data, describes itself to the agent, scores models.
+
+    ``find_item`` and ``score_each`` score replies without a model (``a2rl score``); a task
+    that has not implemented them yet says so."""
+
+    # the fields an item of a split must have for score_each
+    item_fields: tuple[str, ...] = ()
 
     def __init__(self, cfg: TaskConfig, data_root: Path):
         self.cfg = cfg
@@ -72,6 +87,16 @@ class Task(ABC):
     @abstractmethod
     def evaluate(self, model_dir: Path, split: Path, inference: InferenceConfig) -> EvalResult:
         """Score the HF model folder ``model_dir`` on the items of ``split`` (a jsonl file)."""
+
+    def find_item(self, item_id: str) -> dict[str, Any]:
+        """The item ``item_id`` of any split, in the split files' format; KeyError if the task
+        has no such item."""
+        raise NotImplementedError(f"task {self.name!r} cannot look up items by id yet")
+
+    def score_each(self, items: list[dict[str, Any]], replies: list[str]) -> list[ReplyScore]:
+        """``replies[i]`` scored as the answer to ``items[i]``, exactly as ``evaluate`` scores a
+        model's reply (extraction, execution, comparison)."""
+        raise NotImplementedError(f"task {self.name!r} cannot score replies yet")
 
     @abstractmethod
     def description(self) -> str:
