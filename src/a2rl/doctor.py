@@ -31,8 +31,8 @@ from a2rl.hardware import AGENT_DEVICE, describe, one_line, resolve_precision, t
 
 ASSUMED_ROW_TOKENS = 400  # a training row's length when the task is not prepared yet
 ASSUMED_PROMPT_TOKENS = 300  # an interactive step's prompt when the task is not prepared yet
-TRAIN_OVERHEAD_S = 20.0
-NOOP_CELL_S = 30.0  # a noop cell: the workspace, one cached submission, the summary  # loading the model and TRL's set-up, saving the checkpoint
+TRAIN_OVERHEAD_S = 20.0  # loading the model and TRL's set-up, saving the checkpoint
+NOOP_CELL_S = 30.0  # a noop cell: the workspace, one cached submission, the summary
 TRAINING_STACK = ("torch", "transformers", "trl", "datasets", "peft", "accelerate")
 
 
@@ -227,12 +227,17 @@ def env_int(cfg: RunConfig, name: str, default: int) -> int:
     return int(cfg.agent.env.get(name, default))
 
 
-def eval_seconds(cfg: RunConfig, rates: Rates, prepared, tokenizer) -> tuple[float, str]:
-    """The grader's evaluation of one submission: the baseline's measured time when there is
-    one on this machine, else an estimate from the rates."""
+def reserve_of(cfg: RunConfig) -> float:
+    return float(cfg.agent.env.get("A2RL_RESERVE_S", RESERVE_S))
+
+
+def eval_seconds(cfg: RunConfig, rates: Rates, tokenizer) -> tuple[float, str]:
+    """The grader's evaluation of one submission of ``cfg``'s task: the baseline's measured
+    time when there is one on this machine, else an estimate from the rates."""
     from a2rl.layout import Layout
 
-    baseline = Layout.from_paths(cfg.paths).baseline(cfg.task.id)
+    layout = Layout.from_paths(cfg.paths)
+    prepared, baseline = layout.prepared(cfg.task.id), layout.baseline(cfg.task.id)
     if baseline.is_file():
         test = json.loads(baseline.read_text()).get("test") or {}
         if test.get("seconds") and not test.get("cached"):
@@ -261,25 +266,20 @@ def grpo_iteration_s(cfg: RunConfig, rates: Rates) -> float:
     return rollout + update
 
 
-def baseline_seconds(cfg: RunConfig, rates: Rates, tokenizer) -> float:
-    from a2rl.layout import Layout
-
-    return eval_seconds(cfg, rates, Layout.from_paths(cfg.paths).prepared(cfg.task.id),
-                        tokenizer)[0]
-
-
-def plan_cell(cfg: RunConfig, rates: Rates, tokenizer) -> CellPlan:
+def plan_cell(cfg: RunConfig, rates: Rates, tokenizer,
+              evaluation: tuple[float, str]) -> CellPlan:
+    """``evaluation``: (seconds, how known) of one evaluation of the cell's task."""
     from a2rl.layout import Layout
 
     prepared = Layout.from_paths(cfg.paths).prepared(cfg.task.id)
     name = f"{cfg.task.id}/{cfg.agent.name}/{cfg.driver.name}/seed{cfg.seed}"
     budget = cfg.budget.time_limit_s
-    evaluation, how = eval_seconds(cfg, rates, prepared, tokenizer)
+    evaluation, how = evaluation
     if cfg.agent.name == "grpo":
         seconds = grpo_iteration_s(cfg, rates)
         iters = env_int(cfg, "A2RL_GRPO_ITERS", 3)
         first = TRAIN_OVERHEAD_S + iters * seconds
-        return CellPlan(name, budget, min(first, budget - RESERVE_S),
+        return CellPlan(name, budget, min(first, budget - reserve_of(cfg)),
                         f"first submission after a GRPO round of {iters} iterations of "
                         f"~{seconds:.0f}s (estimated; fewer if they do not fit)", budget)
     if cfg.agent.name not in SFT_STEPS:
@@ -295,7 +295,7 @@ def plan_cell(cfg: RunConfig, rates: Rates, tokenizer) -> CellPlan:
               or ASSUMED_ROW_TOKENS, env_int(cfg, "A2RL_SFT_MAX_LEN", SFT_MAX_LEN))
     step_s = rates.train_s_per_token * batch * row + rates.optimizer_s
     first = TRAIN_OVERHEAD_S + steps * step_s
-    reserve = float(cfg.agent.env.get("A2RL_RESERVE_S", RESERVE_S))
+    reserve = reserve_of(cfg)
     usable = budget - reserve
     if first <= usable:
         verdict = f"first submission after {steps} steps of ~{step_s:.1f}s"
@@ -347,12 +347,14 @@ def diagnose(grid: str = "smoke", extra: list[str] | None = None) -> dict[str, A
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     # the rates are the timed model's: cells on another model are listed, not predicted
     timed = [cfg for cfg in cells if cfg.task.model.name == cells[0].task.model.name]
-    plans = [plan_cell(cfg, rates, tokenizer) for cfg in timed]
+    # one evaluation estimate per task: it tokenizes the task's test split
+    evaluations = {cfg.task.id: eval_seconds(cfg, rates, tokenizer) for cfg in timed}
+    plans = [plan_cell(cfg, rates, tokenizer, evaluations[cfg.task.id]) for cfg in timed]
     plans += [CellPlan(f"{cfg.task.id}/{cfg.agent.name}", cfg.budget.time_limit_s, None,
                        f"not timed: model {cfg.task.model.name}, not "
                        f"{cells[0].task.model.name}; run `a2rl doctor` with that task alone",
                        cfg.budget.time_limit_s) for cfg in cells if cfg not in timed]
-    baselines = {cfg.task.id: round(baseline_seconds(cfg, rates, tokenizer)) for cfg in timed}
+    baselines = {task: round(seconds) for task, (seconds, _) in evaluations.items()}
     return {"grid": grid, "hardware": describe(agent=train_p, inference=infer_p),
             "checks": [asdict(c) for c in checks], "rates": asdict(rates),
             "cells": [asdict(p) for p in plans], "baselines_s": baselines,

@@ -30,26 +30,28 @@ NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
 @lru_cache(maxsize=1)
-def cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags from /proc/cpuinfo (Linux); empty elsewhere."""
+def cpuinfo() -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo (Linux; empty elsewhere)."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return frozenset()
+        return {}
+    fields: dict[str, str] = {}
     for line in text.splitlines():
-        if line.startswith(("flags", "Features")):
-            return frozenset(line.split(":", 1)[1].split())
-    return frozenset()
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (``Features`` on ARM)."""
+    info = cpuinfo()
+    return frozenset((info.get("flags") or info.get("Features") or "").split())
 
 
 def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return cpuinfo().get("model name") or platform.processor() or platform.machine()
 
 
 def cpu_count() -> int:

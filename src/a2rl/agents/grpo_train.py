@@ -276,8 +276,6 @@ def main():
     if not log:
         print(json.dumps({"saved": None, "reason": "no iteration fitted before the deadline"}))
         return
-    if "save_s" not in log[-1]:  # stopped by the deadline after an unsaved iteration
-        save(model, tok, a.out, log)
     print(json.dumps({"saved": a.out, "success": [r["success"] for r in log]}))
 
 

@@ -78,7 +78,7 @@ def submit_base_model(who, ws, why):
     return submit(who, target)
 
 
-def trained_steps(folder):
+def training_report(folder):
     """The training report the SFT script leaves in its output folder (None if absent)."""
     path = Path(folder) / "train_log.json"
     return json.loads(path.read_text()) if path.exists() else None

@@ -31,7 +31,7 @@ from plan import (
     run_until,
     submit,
     submit_base_model,
-    trained_steps,
+    training_report,
 )
 from plan import log as plan_log
 
@@ -64,7 +64,7 @@ def train_round(ws: Path, model: str, out: Path, steps: int, offset: int, until:
            "--seed", os.environ.get("A2RL_SEED", "0"), "--offset", str(offset),
            "--deadline", f"{until:.1f}"] + (["--lora"] if lora else [])
     code = run_until(cmd, until, ws / "code")
-    report = trained_steps(out) if code == 0 else None
+    report = training_report(out) if code == 0 else None
     if code is None:
         log(f"training was still running at the deadline and was stopped ({out.name})")
     elif report is None:

@@ -51,7 +51,8 @@ class StopBeforeDeadline(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         now = time.time()
         self.step_s = (now - self.began) / max(1, state.global_step)
-        if self.deadline and now + self.step_s > self.deadline and state.global_step < state.max_steps:
+        unfinished = state.global_step < state.max_steps
+        if self.deadline and now + self.step_s > self.deadline and unfinished:
             control.should_training_stop = True
             self.stopped_at = state.global_step
 
