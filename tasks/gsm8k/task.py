@@ -19,10 +19,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from a2rl.config import ConfigError, InferenceConfig, TaskConfig
-from a2rl.layout import PreparedTaskPaths
-from a2rl.records import iter_jsonl, write_jsonl_atomic
-from a2rl.task import EvalResult, ReplyScore, Task
+from a2rl.common.files import iter_jsonl, write_jsonl_atomic
+from a2rl.common.layout import PreparedTaskPaths
+from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
+from a2rl.task.base import EvalResult, ReplyScore, Task
 
 from .extract import extract_answer, is_correct
 from .params import GSM8KParams
@@ -173,7 +173,7 @@ class GSM8KTask(Task):
         return user_prompt(item["question"], self.params.instruction), self.params.system_prompt
 
     def evaluate(self, model_dir: Path, split: Path, inference: InferenceConfig) -> EvalResult:
-        from a2rl.inference import format_chat, load_generator
+        from a2rl.task.inference import format_chat, load_generator
 
         started = time.perf_counter()
         items = list(iter_jsonl(split))

@@ -1,5 +1,5 @@
 """HumanEval: write a Python function from its signature and docstring; a reply scores when the
-function passes the problem's unit tests, run in a sandbox (``a2rl.codeexec``).
+function passes the problem's unit tests, run in a sandbox (``a2rl.isolation.codeexec``).
 
 prepare() splits the problems (see ``params.HumanEvalParams``): the test split's items, with
 their tests and the exact chat turns the grader sends, go to the sealed file; the agent gets the
@@ -22,11 +22,11 @@ from math import comb
 from pathlib import Path
 from typing import Any
 
-from a2rl.codeexec import CodeRunner, ExecResult, ProgramWithTests
-from a2rl.config import ConfigError, InferenceConfig, TaskConfig
-from a2rl.layout import PreparedTaskPaths
-from a2rl.records import iter_jsonl, write_jsonl_atomic
-from a2rl.task import EvalResult, ReplyScore, Task
+from a2rl.common.files import iter_jsonl, write_jsonl_atomic
+from a2rl.common.layout import PreparedTaskPaths
+from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
+from a2rl.isolation.codeexec import CodeRunner, ExecResult, ProgramWithTests
+from a2rl.task.base import EvalResult, ReplyScore, Task
 
 from .extract import extract_code, program_of
 from .params import HumanEvalParams
@@ -208,7 +208,7 @@ class HumanEvalTask(Task):
                           isolation=self.params.sandbox)
 
     def evaluate(self, model_dir: Path, split: Path, inference: InferenceConfig) -> EvalResult:
-        from a2rl.inference import format_chat, load_generator
+        from a2rl.task.inference import format_chat, load_generator
 
         started = time.perf_counter()
         items = list(iter_jsonl(split))

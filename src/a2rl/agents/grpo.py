@@ -22,7 +22,7 @@ It writes ``code/grpo_train.py`` (below) and runs it in rounds. One GRPO iterati
 
 Cost on CPU: the prompts dominate (a ~300-token prompt per step of every episode, ~10
 generated tokens), so rollouts run on a bf16 copy of the model and updates under bf16 autocast
-where the hardware computes bf16 natively (``$A2RL_PRECISION``, decided by a2rl.hardware; about
+where the hardware computes bf16 natively (``$A2RL_PRECISION``, decided by a2rl.common.hardware; about
 2x and 1.6x faster than fp32 on a 2-core CPU with AVX512-BF16, several times slower where bf16 is
 emulated, so fp32 there), and the vocabulary projection is applied to action positions only.
 

@@ -2,7 +2,7 @@
 agents `grpo` / `sft_grpo` (the method: see a2rl/agents/grpo.py).
 
 Precision: ``--precision`` (default ``$A2RL_PRECISION``, set by the harness from
-``a2rl.hardware``): with bf16, rollouts run on a bf16 copy of the policy and updates under bf16
+``a2rl.common.hardware``): with bf16, rollouts run on a bf16 copy of the policy and updates under bf16
 autocast; with fp32 (any CPU without native bf16) everything stays fp32.
 Deadline: with ``--deadline`` an iteration starts only if it should end before it, and each
 finished iteration is saved; a round with no iteration saves nothing.
@@ -200,7 +200,7 @@ def arguments():
                    help="return bonus x share of steps that took the env's expert action")
     p.add_argument("--train-layers", type=int, default=15)
     p.add_argument("--minibatch", type=int, default=16)
-    # the harness decides (a2rl.hardware): bf16 only where the hardware computes it natively
+    # the harness decides (a2rl.common.hardware): bf16 only where the hardware computes it natively
     p.add_argument("--precision", choices=("bf16", "fp32"),
                    default=os.environ.get("A2RL_PRECISION", "fp32"))
     p.add_argument("--deadline", type=float, default=0.0,

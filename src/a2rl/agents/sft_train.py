@@ -1,7 +1,7 @@
 """SFT with TRL, written into code/train.py by the a2rl reference agents `sft` and `sft_grpo`.
 
 Precision: ``--precision`` (default ``$A2RL_PRECISION``, which the harness sets from
-``a2rl.hardware``: bf16 only where the hardware computes it natively). TRL's own defaults,
+``a2rl.common.hardware``: bf16 only where the hardware computes it natively). TRL's own defaults,
 bf16 autocast and gradient checkpointing, are both overridden: emulated bf16 made one step of
 batch 8 x 512 tokens take 313 s on an AVX2-only CPU where fp32 takes 28 s, and checkpointing
 only trades time for memory a 135M model does not need.
