@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -18,6 +19,7 @@ TIME_KEYS = {"time", "elapsed_s", "eval_seconds", "started", "ended", "agent_sec
              "seconds", "code_commit", "duration_s"}
 RUN_SPECIFIC = {"artifact_hash", "commit", "final_commit", "port", "socket", "artifact_bytes",
                 "bytes", "bytes_scanned", "budget_used"}
+RESULTS_PREFIX = re.compile(r"^/\S*?/results/")
 RECORDS = ("ledger.jsonl", "final.json", "run.json", "summary.json")
 
 
@@ -49,8 +51,15 @@ def is_time(key: str) -> bool:
     return timed or leaf in RUN_SPECIFIC
 
 
+def rooted(values: dict[str, object]) -> dict[str, object]:
+    """Paths inside a results tree, written relative to it: two trees live in two places."""
+    return {k: RESULTS_PREFIX.sub("<results>/", v) if isinstance(v, str) else v
+            for k, v in values.items()}
+
+
 def compare(before: Path, after: Path, relative: Path) -> tuple[list[str], int, int]:
-    a, b = flatten(load(before)), flatten(load(after))
+    a = rooted(flatten(load(before / relative)))
+    b = rooted(flatten(load(after / relative)))
     diffs, same, timed = [], 0, 0
     for key in sorted(set(a) | set(b)):
         if is_time(key):
@@ -77,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         if not (args.after / relative).is_file():
             all_diffs.append(f"{relative}: missing after")
             continue
-        diffs, same, timed = compare(args.before / relative, args.after / relative, relative)
+        diffs, same, timed = compare(args.before, args.after, relative)
         all_diffs += diffs
         total_same += same
         total_timed += timed
