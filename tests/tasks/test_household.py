@@ -103,6 +103,21 @@ def test_games_are_reproducible(tmp_path):
     assert a == b
 
 
+def test_prepared_data_does_not_depend_on_where_it_lives(prepared, tmp_path):
+    """The same config prepared under another folder gives the same demonstrations and random
+    baseline: seeded detours and random actions are keyed by game id, not by absolute path."""
+    task, out, facts = prepared
+    elsewhere = PreparedTaskPaths(tmp_path / "somewhere" / "else" / "household")
+    elsewhere.data.mkdir(parents=True)
+    elsewhere.sealed.mkdir(parents=True)
+    other = load_task(household(), Path(".")).prepare(elsewhere)
+    for name in ("train.jsonl", "trajectories.jsonl"):
+        assert (elsewhere.data / name).read_bytes() == (out.data / name).read_bytes(), name
+    assert other["random_baseline"] == facts["random_baseline"]
+    assert any(t["kind"] == "perturbed_expert" and t["actions"] != t["expert_actions"]
+               for t in iter_jsonl(out.data / "trajectories.jsonl")), "no detour was taken"
+
+
 def test_environment_cleans_text_and_labels_expert(prepared):
     from a2rl_tasks.alfworld.textworld_env import HouseholdEnv
 
