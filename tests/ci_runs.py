@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("A2RL_DATA") or REPO.parent / "shared" / "data").resolve()
+from checkout import FIXTURE_DATA
+
 TASK = "gsm8k_arith"
 PLANTED = 5  # sealed test items the cheater is given
 CHEATER = r"""
@@ -41,7 +40,7 @@ subprocess.call(["a2rl", "submit", "../ledger.jsonl"])
 
 
 def overrides(root: Path, agent: str = "noop") -> list[str]:
-    return ["grid=ci", f"agent={agent}", f"paths.root={root}", f"paths.data={DATA}"]
+    return ["grid=ci", f"agent={agent}", f"paths.root={root}", f"paths.data={FIXTURE_DATA}"]
 
 
 def sealed_items(root: Path) -> list[dict[str, Any]]:

@@ -108,13 +108,6 @@ def test_tamper_log_counts_attempts_not_ordinary_failures(tmp_path):
     assert {a["source"] for a in result["attempts"]} >= {"agent.log:2", "code/peek.py:1"}
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    if shutil.which("bwrap") is None:
-        pytest.skip("bubblewrap is not installed (scripts/setup.sh installs it)")
-    return ci_runs.build(tmp_path_factory.getbasetemp() / "ci_runs")
-
-
 @pytest.mark.integration
 def test_planted_contamination_is_flagged_and_clean_runs_are_not(runs):
     cheater = read_json(runs["runs"]["cheater"].summary_json)

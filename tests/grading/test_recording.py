@@ -173,13 +173,6 @@ def test_transcript_records_are_read(tmp_path):
     assert recording.read_transcript(tmp_path / "missing.jsonl") == []
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    if shutil.which("bwrap") is None:
-        pytest.skip("bubblewrap is not installed (scripts/setup.sh installs it)")
-    return ci_runs.build(tmp_path_factory.getbasetemp() / "ci_runs")
-
-
 @pytest.mark.integration
 def test_real_runs_record_code_at_every_submission_and_at_the_end(runs):
     sft = runs["runs"]["sft"]

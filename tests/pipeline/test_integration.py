@@ -26,11 +26,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from checkout import REPO, child_env
+
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
-# task data sources (unused by gsm8k_arith, which generates its items; set for completeness)
-DATA = Path(os.environ.get("A2RL_DATA") or REPO.parent / "shared" / "data").resolve()
 TASK = "gsm8k_arith"
 AGENTS = ("noop", "sft")
 CI_TEST_SIZE = 16  # conf/grid_task/ci_gsm8k_arith.yaml: task.params.test_size
@@ -57,13 +56,7 @@ def scratch_copy(dest: Path) -> Path:
 
 def tool_env(root: Path) -> dict[str, str]:
     """The environment of every command: offline, this checkout's code, the copy's conf/."""
-    env = dict(os.environ)
-    env.update({"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-                "TOKENIZERS_PARALLELISM": "false", "A2RL_DATA": str(DATA),
-                "A2RL_CONF": str(root / "conf")})
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(REPO / "src"), env.get("PYTHONPATH")) if p)
-    return env
+    return child_env(A2RL_CONF=str(root / "conf"))
 
 
 def logs_of(root: Path, limit: int = 3000) -> str:
@@ -86,9 +79,12 @@ def run(cmd: list[str], root: Path, timeout: float = TIMEOUT_S) -> str:
 
 
 def a2rl(*args: str) -> list[str]:
-    """The ``a2rl`` console script of this interpreter (``python -m a2rl.pipeline.cli`` without one)."""
+    """The ``a2rl`` console script of this interpreter (``python -m a2rl.pipeline.cli`` without
+    one)."""
     script = Path(sys.executable).parent / "a2rl"
-    return [str(script), *args] if script.exists() else [sys.executable, "-m", "a2rl.pipeline.cli", *args]
+    if script.exists():
+        return [str(script), *args]
+    return [sys.executable, "-m", "a2rl.pipeline.cli", *args]
 
 
 def read_json(path: Path):

@@ -10,13 +10,13 @@ from a2rl.common.files import read_json
 from a2rl.config.compose import compose
 from a2rl.grading.ledger import Ledger
 from a2rl.pipeline import stages
-
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+from checkout import FIXTURE_DATA
 
 
 def cell(tmp_path: Path, *extra: str):
     return compose(["grid=ci", "agent=noop", f"paths.root={tmp_path}",
-                    f"paths.data={DATA}", "task.params.test_size=6", "task.params.train_size=16",
+                    f"paths.data={FIXTURE_DATA}", "task.params.test_size=6",
+                    "task.params.train_size=16",
                     "task.inference.max_new_tokens=8", "budget.time_limit_s=120", *extra])
 
 
