@@ -7,9 +7,10 @@ import ast
 from pathlib import Path
 
 import pytest
+from checkout import REPO
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "a2rl"
-TASKS = Path(__file__).resolve().parents[1] / "tasks"
+SRC = REPO / "src" / "a2rl"
+TASKS = REPO / "tasks"
 
 # Low to high. A package may import its own modules and those of lower ranks; packages of the same
 # rank are independent of each other.
