@@ -403,7 +403,7 @@ TIMEOUT_S = 3.0
 @pytest.fixture(scope="module")
 def task():
     params = {"timeout_s": TIMEOUT_S, "workers": 2}
-    return load_task(TaskConfig(id="humaneval", name="humaneval", params=params), ROOT)
+    return load_task(TaskConfig(id="humaneval", package="humaneval", params=params), ROOT)
 
 
 def score(task, rows: list[dict]) -> list[dict]:

@@ -5,9 +5,9 @@
 #   grid=<name>        conf/grid/<name>.yaml (default: smoke)
 #   overrides=[...]    Hydra overrides for every cell, e.g. '["task.params.test_size=50"]'
 #                      (a string is split like a shell line); they may not choose a cell axis.
-# The grid config is checked twice before any job starts, by the dataclasses of a2rl.config.types and
-# against workflow/schemas/config.schema.yaml. Each task, agent and driver the grid names is
-# composed too, so a missing conf/ option fails here. Planning never imports a task's code: a
+# The grid config is checked before any job starts by the dataclasses of a2rl.config.types (the
+# config's one definition). Each task, agent and driver the grid names is composed too, so a
+# missing conf/ option fails here. Planning never imports a task's code: a
 # task with implemented: false is planned like any other and fails when prepare_task runs.
 #
 # Every job composes its own cell again from the same overrides (params.overrides), so a rule
@@ -17,8 +17,6 @@ import re
 import shlex
 from dataclasses import asdict
 from pathlib import Path
-
-from snakemake.utils import validate
 
 # scripts run in child processes; they compose from the conf/ next to this Snakefile
 os.environ.setdefault("A2RL_CONF", str(Path(workflow.basedir) / "conf"))
@@ -43,10 +41,8 @@ def as_override_list(value):
 
 
 def checked(overrides):
-    """The RunConfig of `overrides`, also validated against the workflow's schema."""
-    cfg = compose(overrides)
-    validate(asdict(cfg), "../schemas/config.schema.yaml")
-    return cfg
+    """The checked RunConfig of `overrides`."""
+    return compose(overrides)
 
 
 GRID = str(config.get("grid", "smoke"))
