@@ -199,6 +199,16 @@ def test_every_config_field_documents_itself():
     assert not (CONF.parent / "workflow" / "schemas").exists()  # no second, hand-kept copy
 
 
+@pytest.mark.parametrize("name", ["gsm8k.params.GSM8KParams", "humaneval.params.HumanEvalParams",
+                                  "humaneval.params.ExtraSource", "alfworld.params.AlfworldParams"])
+def test_every_task_param_documents_itself(name):
+    import importlib
+
+    module, cls = name.rsplit(".", 1)
+    params = getattr(importlib.import_module(f"a2rl_tasks.{module}"), cls)
+    assert [key for key, text in help_of(params).items() if not text.strip()] == []
+
+
 @pytest.mark.parametrize(("override", "message"), [
     ("task.id=a/b", "task.id='a/b'"),
     ("task.package=a.b", "task.package='a.b'"),
