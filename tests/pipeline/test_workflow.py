@@ -30,6 +30,10 @@ def snakemake(*args: str, workdir: Path) -> subprocess.CompletedProcess:
         capture_output=True, text=True, env=env, timeout=300, check=False)
 
 
+def cell_key(cell: dict) -> tuple:
+    return cell["task"], cell["agent"], cell["driver"], cell["seed"]
+
+
 def planned_cells(output: str) -> list[dict]:
     return [{**m.groupdict(), "seed": int(m["seed"])} for m in RUN_AGENT_JOB.finditer(output)]
 
@@ -41,8 +45,7 @@ def test_dry_run_plans_every_cell(grid, tmp_path):
     assert result.returncode == 0, output
     expected = grid_cells(compose(grid_overrides(grid)))
     planned = planned_cells(output)
-    key = lambda c: (c["task"], c["agent"], c["driver"], c["seed"])
-    assert sorted(map(key, planned)) == sorted(map(key, expected))
+    assert sorted(map(cell_key, planned)) == sorted(map(cell_key, expected))
     assert "rule build_leaderboard:" in output
     assert not (tmp_path / "results").exists()  # planning writes nothing
     if grid == "paper":  # configured-but-unimplemented tasks are planned like the others
@@ -62,6 +65,10 @@ def test_extra_overrides_and_bad_grid(tmp_path):
     assert "no_such_grid" in bad.stdout + bad.stderr
     axis = snakemake("-n", "--config", "grid=ci", "overrides=seed=4", workdir=tmp_path)
     assert axis.returncode != 0 and "grid decides" in axis.stdout + axis.stderr
+    # a reference agent's settings are checked while planning, before any job runs
+    setting = snakemake("-n", "--config", "grid=ci", 'overrides=["++agent.settings.sft.stepz=3"]',
+                        workdir=tmp_path)
+    assert setting.returncode != 0 and "stepz" in setting.stdout + setting.stderr
 
 
 def test_lint_is_clean(tmp_path):

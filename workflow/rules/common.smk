@@ -6,8 +6,9 @@
 #   overrides=[...]    Hydra overrides for every cell, e.g. '["task.params.test_size=50"]'
 #                      (a string is split like a shell line); they may not choose a cell axis.
 # The grid config is checked before any job starts by the dataclasses of a2rl.config.types (the
-# config's one definition). Each task, agent and driver the grid names is composed too, so a
-# missing conf/ option fails here. Planning never imports a task's code: a
+# config's one definition) and the reference agents' settings by theirs
+# (a2rl.pipeline.agent_settings). Each task, agent and driver the grid names is composed too, so a
+# missing conf/ option or a bad setting fails here. Planning never imports a task's code: a
 # task with implemented: false is planned like any other and fails when prepare_task runs.
 #
 # Every job composes its own cell again from the same overrides (params.overrides), so a rule
@@ -29,6 +30,7 @@ from a2rl.config.compose import (
     task_overrides,
 )
 from a2rl.common.layout import Layout
+from a2rl.pipeline.agent_settings import check_settings
 
 
 def as_override_list(value):
@@ -41,8 +43,8 @@ def as_override_list(value):
 
 
 def checked(overrides):
-    """The checked RunConfig of `overrides`."""
-    return compose(overrides)
+    """The checked RunConfig of `overrides`, its agent settings checked too."""
+    return check_settings(compose(overrides))
 
 
 GRID = str(config.get("grid", "smoke"))
