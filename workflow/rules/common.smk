@@ -13,6 +13,9 @@
 #
 # Every job composes its own cell again from the same overrides (params.overrides), so a rule
 # sees exactly the config `a2rl stage NAME <overrides>` would.
+#
+# The rules' paths come from a2rl.common.layout (PATHS below, relative to the working directory,
+# with wildcards such as "{task}" in place of names), where the stages find them too.
 import os
 import re
 import shlex
@@ -29,7 +32,7 @@ from a2rl.config.compose import (
     grid_overrides,
     task_overrides,
 )
-from a2rl.common.layout import Layout
+from a2rl.common.layout import Layout, cell_path
 from a2rl.pipeline.agent_settings import check_settings
 
 
@@ -52,17 +55,22 @@ GRID_OVERRIDES = grid_overrides(GRID, as_override_list(config.get("overrides")))
 GRID_CFG = checked(GRID_OVERRIDES)
 CELLS = grid_cells(GRID_CFG)
 
-# the rules' literal paths are relative to the working directory; the config must agree
+# the rules' paths, relative to the working directory (the jobs' outputs read the same in the
+# plan on every machine); the config must put results and resources there
+PATHS = Layout(results=Path("results"), resources=Path("resources"))
 _layout = Layout.from_paths(GRID_CFG.paths)
-if (_layout.results, _layout.resources) != (
-    Path("results").resolve(),
-    Path("resources").resolve(),
-):
+if (_layout.results, _layout.resources) != (PATHS.results.resolve(), PATHS.resources.resolve()):
     raise ValueError(
         f"paths put results in {_layout.results} and resources in {_layout.resources}; "
-        f"the workflow writes ./results and ./resources of its working directory "
+        f"the workflow writes ./{PATHS.results} and ./{PATHS.resources} of its working directory "
         f"({Path.cwd()}): leave paths.* at their defaults and use snakemake --directory"
     )
+# the wildcards of a cell, and its run's paths and place in the logs
+CELL = ("{task}", "{agent}", "{driver}", "{seed}")
+RUN = PATHS.run(*CELL)
+CELL_PATH = cell_path(*CELL)
+PREPARED = PATHS.prepared("{task}")
+BASELINE = PATHS.baseline("{task}")
 
 TASK_CFG = {task: checked(task_overrides(task, GRID_OVERRIDES)) for task in GRID_CFG.grid.tasks}
 for _axis, _names in (("agent", GRID_CFG.grid.agents), ("driver", GRID_CFG.grid.drivers)):
@@ -117,19 +125,14 @@ def overrides_of_cell(wildcards):
 
 def model_of_task(wildcards):
     """The done-flag of the task's base model folder."""
-    return "resources/models/{model}.done".format(model=MODEL_OF_TASK[wildcards.task])
+    return str(PATHS.model_done(MODEL_OF_TASK[wildcards.task]))
 
 
 def run_summaries(wildcards):
     """summary.json of every cell of the grid."""
-    return [
-        "results/runs/{task}/{agent}/{driver}/seed{seed}/summary.json".format(**cell)
-        for cell in CELLS
-    ]
+    return [str(PATHS.run(**cell).summary_json) for cell in CELLS]
 
 
 def selected_models(wildcards):
     """The exported selected model (results/models/...) of every cell of the grid."""
-    return [
-        "results/models/{task}/{agent}/{driver}/seed{seed}".format(**cell) for cell in CELLS
-    ]
+    return [str(PATHS.selected_model(**cell)) for cell in CELLS]
