@@ -178,8 +178,8 @@ def test_sft_script_stops_at_the_deadline_and_saves(tiny_model, tmp_path):
     out = tmp_path / "ckpt"
     result = subprocess.run(
         [sys.executable, str(AGENTS / "sft_train.py"), "--model", str(tiny_model), "--data",
-         str(data), "--out", str(out), "--steps", "50", "--batch", "2", "--precision", "fp32",
-         "--deadline", str(time.time() - 1)],
+         str(data), "--out", str(out), "--steps", "50", "--batch", "2", "--lr", "5e-5",
+         "--max-len", "512", "--precision", "fp32", "--deadline", str(time.time() - 1)],
         capture_output=True, text=True, timeout=300, check=False,
         env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
     assert result.returncode == 0, result.stderr[-2000:]
