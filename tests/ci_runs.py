@@ -66,8 +66,7 @@ def cell_config(root: Path, agent: str):
     cfg = compose(overrides(root, agent))
     if agent == "sft":
         cfg.budget.time_limit_s = 150
-        cfg.agent.env = {"A2RL_SFT_MAX_ROUNDS": "2", "A2RL_SFT_STEPS": "8",
-                         "A2RL_SFT_BATCH": "4"}
+        cfg.agent.settings = {"sft": {"max_rounds": 2, "steps": 8, "batch": 4}}
     return cfg
 
 

@@ -151,7 +151,7 @@ class AlfworldTask(Task):
         random_baseline = self.random_baseline(out.test)
         types = [r["goal_type"] for r in test_rows]
         return {
-            "task": self.cfg.name, "task_id": self.cfg.id, "source": source,
+            "task": self.cfg.package, "task_id": self.cfg.id, "source": source,
             "sizes": {"train_games": len(train_files), "test": len(test_rows),
                       "train_pairs": len(demos["pairs"]),
                       "trajectories": len(demos["trajectories"])},
@@ -233,7 +233,8 @@ class AlfworldTask(Task):
             "from household_env import HouseholdEnv, load_games, PROMPT\n"
             "from a2rl_envs import play, RandomPolicy, GeneratorPolicy, success_rate\n"
             "games = load_games('data/games')\n"
-            f"episodes = play(games, HouseholdEnv, RandomPolicy(0), max_steps={self.params.max_steps}, "
+            "episodes = play(games, HouseholdEnv, RandomPolicy(0), "
+            f"max_steps={self.params.max_steps}, "
             "fmt=PROMPT, keep_prompts=True)\n"
             "print(success_rate(episodes))   # episodes[i].steps: prompt, action, reward, expert\n"
             "```\n\n"

@@ -27,7 +27,7 @@ T0 = "2026-11-30T05:00:00.000Z"
 
 
 def make_cfg(root: Path, agent: str = "sft", seed: int = 0) -> RunConfig:
-    return RunConfig(task=TaskConfig(id="gsm8k_arith", name="gsm8k", level="L1"),
+    return RunConfig(task=TaskConfig(id="gsm8k_arith", package="gsm8k", level="L1"),
                      agent=AgentConfig(name=agent, command=["{python}", f"{{agents}}/{agent}.py"]),
                      paths=PathsConfig(root=str(root)), seed=seed)
 

@@ -1,5 +1,5 @@
-"""Precision by hardware (a2rl.common.hardware), as the reference agents' scripts receive it, and the
-hardware record."""
+"""Precision by hardware (a2rl.common.hardware), as the reference agents' scripts receive it, and
+the hardware record."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from a2rl.agents.grpo import method_args
+from a2rl.agents.settings import GrpoSettings
 from a2rl.common import hardware
 from a2rl.config.compose import compose
 from a2rl.config.types import ConfigError
@@ -73,7 +75,8 @@ def sft_training_config(monkeypatch, precision_env: str, tmp_path: Path):
     monkeypatch.setenv("A2RL_PRECISION", precision_env)
     script = load_script("sft_train")
     args = script.arguments().parse_args(["--model", "m", "--data", "d", "--out",
-                                          str(tmp_path / "out")])
+                                          str(tmp_path / "out"), "--steps", "2", "--batch", "8",
+                                          "--lr", "5e-5", "--max-len", "512"])
     return script.training_config(args, args.precision)
 
 
@@ -87,7 +90,7 @@ def test_without_native_bf16_the_agents_train_in_fp32_without_checkpointing(cpu,
     assert config.gradient_checkpointing is False and config.activation_checkpointing is False
     monkeypatch.setenv("A2RL_PRECISION", "fp32")
     grpo = load_script("grpo_train").arguments().parse_args(
-        ["--model", "m", "--data", "d", "--out", "o"])
+        ["--model", "m", "--data", "d", "--out", "o", *method_args(GrpoSettings())])
     assert grpo.precision == "fp32"
 
 
@@ -175,8 +178,8 @@ def test_sft_script_stops_at_the_deadline_and_saves(tiny_model, tmp_path):
     out = tmp_path / "ckpt"
     result = subprocess.run(
         [sys.executable, str(AGENTS / "sft_train.py"), "--model", str(tiny_model), "--data",
-         str(data), "--out", str(out), "--steps", "50", "--batch", "2", "--precision", "fp32",
-         "--deadline", str(time.time() - 1)],
+         str(data), "--out", str(out), "--steps", "50", "--batch", "2", "--lr", "5e-5",
+         "--max-len", "512", "--precision", "fp32", "--deadline", str(time.time() - 1)],
         capture_output=True, text=True, timeout=300, check=False,
         env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
     assert result.returncode == 0, result.stderr[-2000:]

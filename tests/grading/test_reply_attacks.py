@@ -401,7 +401,7 @@ TIMEOUT_S = 3.0
 @pytest.fixture(scope="module")
 def task():
     params = {"timeout_s": TIMEOUT_S, "workers": 2}
-    return load_task(TaskConfig(id="humaneval", name="humaneval", params=params), REPO)
+    return load_task(TaskConfig(id="humaneval", package="humaneval", params=params), REPO)
 
 
 def score(task, rows: list[dict]) -> list[dict]:

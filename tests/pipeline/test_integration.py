@@ -353,9 +353,8 @@ def test_a2rl_run_one_cell(repo_copy):
 def test_a2rl_run_sft_grpo_on_household(repo_copy):
     """The SFT -> GRPO route end to end on the ci grid's household games: a warm-up submission,
     then a GRPO round's, each with its code commit, and the summary names both methods."""
-    quick = ["++agent.env.A2RL_SFT_STEPS=2", "++agent.env.A2RL_GRPO_ROUNDS=1",
-             "++agent.env.A2RL_GRPO_ITERS=1", "++agent.env.A2RL_GRPO_GAMES=2",
-             "++agent.env.A2RL_GRPO_GROUP=2", "++agent.env.A2RL_GRPO_MAX_STEPS=3"]
+    quick = [f"++agent.settings.sft_grpo.{key}" for key in (
+        "warmup_steps=2", "rounds=1", "iters=1", "games=2", "group=2", "max_steps=3")]
     run(a2rl("run", "grid=ci", "task=household", "agent=sft_grpo", "budget.time_limit_s=400",
              *quick), repo_copy)
     run_root = repo_copy / "results" / "runs" / "household" / "sft_grpo" / "none" / "seed0"
@@ -381,8 +380,8 @@ def test_sft_with_more_steps_than_the_budget_stops_at_its_deadline_and_submits(r
     # the deadline falls 90 s after the start: room for a loaded machine's imports and
     # tokenizing, far too little for 8000 steps (about 0.02-0.05 s each on the tiny model)
     run(a2rl("run", "grid=ci", f"task={TASK}", "agent=sft", "seed=4", "budget.time_limit_s=150",
-             "++agent.env.A2RL_RESERVE_S=60", "++agent.env.A2RL_SFT_STEPS=8000",
-             "++agent.env.A2RL_SFT_BATCH=1"), repo_copy)
+             "++agent.settings.sft.reserve_s=60", "++agent.settings.sft.steps=8000",
+             "++agent.settings.sft.batch=1"), repo_copy)
     run_root = run_dir(repo_copy, "sft", seed=4)
     run_json = read_json(run_root / "run.json")
     assert run_json["status"] == "completed", run_json
@@ -406,7 +405,7 @@ def test_sft_without_time_for_one_step_submits_the_base_model(repo_copy):
     """No step fits before the deadline: the agent stops its training and submits the base
     model, so the run still ends with a valid submission."""
     run(a2rl("run", "grid=ci", f"task={TASK}", "agent=sft", "seed=6", "budget.time_limit_s=60",
-             "++agent.env.A2RL_RESERVE_S=100000"), repo_copy)
+             "++agent.settings.sft.reserve_s=100000"), repo_copy)
     run_root = run_dir(repo_copy, "sft", seed=6)
     ledger = read_jsonl(run_root / "ledger.jsonl")
     assert len(ledger) == 1 and ledger[0]["valid"] and ledger[0]["equals_base"], ledger

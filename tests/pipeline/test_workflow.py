@@ -29,6 +29,10 @@ def cell_key(cell: dict) -> tuple:
     return cell["task"], cell["agent"], cell["driver"], cell["seed"]
 
 
+def cell_key(cell: dict) -> tuple:
+    return cell["task"], cell["agent"], cell["driver"], cell["seed"]
+
+
 def planned_cells(output: str) -> list[dict]:
     return [{**m.groupdict(), "seed": int(m["seed"])} for m in RUN_AGENT_JOB.finditer(output)]
 
@@ -60,6 +64,10 @@ def test_extra_overrides_and_bad_grid(tmp_path):
     assert "no_such_grid" in bad.stdout + bad.stderr
     axis = snakemake("-n", "--config", "grid=ci", "overrides=seed=4", workdir=tmp_path)
     assert axis.returncode != 0 and "grid decides" in axis.stdout + axis.stderr
+    # a reference agent's settings are checked while planning, before any job runs
+    setting = snakemake("-n", "--config", "grid=ci", 'overrides=["++agent.settings.sft.stepz=3"]',
+                        workdir=tmp_path)
+    assert setting.returncode != 0 and "stepz" in setting.stdout + setting.stderr
 
 
 def test_lint_is_clean(tmp_path):

@@ -343,7 +343,7 @@ def summarize(cfg: RunConfig, layout: Layout,
 
     return {
         "task": cfg.task.id,
-        "task_name": cfg.task.name,
+        "task_name": cfg.task.package,
         "level": cfg.task.level,
         "agent": cfg.agent.name,
         "driver": cfg.driver.name,

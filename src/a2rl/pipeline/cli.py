@@ -125,10 +125,11 @@ def run_stage(name: str, overrides: Sequence[str], log_path: str | None = None,
     ``expect``: files the stage must have written (a Snakemake rule's outputs); their absence
     means the rule's paths and ``a2rl.common.layout`` disagree, which is an error."""
     from a2rl.config.compose import compose
+    from a2rl.pipeline.agent_settings import check_settings
 
     function = stage_function(name)
     with log_output(log_path):
-        cfg = compose(overrides)
+        cfg = check_settings(compose(overrides))
         log.info("stage %s: %s", name, " ".join(overrides))
         result = function(cfg)
         missing = [str(p) for p in expect if not Path(p).exists()]
@@ -198,11 +199,12 @@ def _run_app(args: list[str]) -> int:
     import hydra
 
     from a2rl.config.compose import CONFIG_NAME, HYDRA_VERSION_BASE, conf_dir, to_checked
+    from a2rl.pipeline.agent_settings import check_settings
 
     @hydra.main(config_path=str(conf_dir()), config_name=CONFIG_NAME,
                 version_base=HYDRA_VERSION_BASE)
     def app(dict_cfg) -> None:
-        run_cell(to_checked(dict_cfg))
+        run_cell(check_settings(to_checked(dict_cfg)))
 
     saved = sys.argv
     sys.argv = ["a2rl run", *args]

@@ -25,6 +25,7 @@ from a2rl.isolation.sandbox import HOME, Sandbox
 from a2rl.isolation.workspace import make_writable, provision_workspace, render_description
 from a2rl.llm.drivers import StackRun, check_driver, driver_session
 from a2rl.llm.proxy import llm_totals
+from a2rl.pipeline.agent_settings import settings_env
 from a2rl.task.base import Task
 
 
@@ -89,6 +90,7 @@ def agent_env(cfg: RunConfig, sandbox: Sandbox, grader_url: str, http_url: str, 
            "TOKENIZERS_PARALLELISM": "false", "HF_HOME": f"{home}/hf"}
     if not cfg.agent.network:
         env |= {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    env |= settings_env(cfg)
     env |= {k: str(v) for k, v in cfg.agent.env.items()}
     return env
 

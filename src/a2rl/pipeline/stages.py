@@ -61,7 +61,7 @@ def prepare_task(cfg: RunConfig, reuse: bool = False) -> PreparedTaskPaths:
     out.data.mkdir(parents=True, exist_ok=True)
     out.sealed.mkdir(parents=True, exist_ok=True)
     facts = task.prepare(out)
-    write_json_atomic(out.manifest, {"task": cfg.task.id, "name": cfg.task.name,
+    write_json_atomic(out.manifest, {"task": cfg.task.id, "name": cfg.task.package,
                                      "prepared": utc_now(), "fingerprint": fingerprint, **facts})
     return out
 
@@ -75,7 +75,7 @@ def task_fingerprint(cfg: RunConfig, task) -> str:
     import a2rl
 
     digest = hashlib.sha256(json.dumps(
-        {"id": cfg.task.id, "name": cfg.task.name, "params": cfg.task.params,
+        {"id": cfg.task.id, "name": cfg.task.package, "params": cfg.task.params,
          "data": str(cfg.paths.data)}, sort_keys=True, default=str).encode())
     sources = sorted(Path(inspect.getfile(type(task))).parent.rglob("*.py"))
     for package in TASK_CODE:

@@ -76,7 +76,8 @@ class Task(ABC):
 
     @property
     def name(self) -> str:
-        return self.cfg.name
+        """The implementation's name (``task.package``), shared by the task ids that use it."""
+        return self.cfg.package
 
     @abstractmethod
     def prepare(self, out: PreparedTaskPaths) -> dict[str, Any]:
@@ -109,12 +110,13 @@ def load_task(cfg: TaskConfig, data_root: Path) -> Task:
     """Build the task the config names, or say clearly that it does not exist yet."""
     if not cfg.implemented:
         raise TaskNotImplemented(
-            f"task {cfg.name!r} is configured but not implemented yet (task.implemented=false)")
+            f"task {cfg.package!r} is configured but not implemented yet "
+            f"(task.implemented=false)")
     try:
-        module = importlib.import_module(f"a2rl_tasks.{cfg.name}")
+        module = importlib.import_module(f"a2rl_tasks.{cfg.package}")
     except ModuleNotFoundError as err:
-        if err.name and err.name.startswith(f"a2rl_tasks.{cfg.name}"):
-            raise TaskNotImplemented(
-                f"task {cfg.name!r} has no implementation (expected tasks/{cfg.name}/)") from err
+        if err.name and err.name.startswith(f"a2rl_tasks.{cfg.package}"):
+            raise TaskNotImplemented(f"task {cfg.package!r} has no implementation (expected "
+                                     f"tasks/{cfg.package}/)") from err
         raise
     return module.build(cfg, Path(data_root))
