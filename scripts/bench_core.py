@@ -237,17 +237,19 @@ class Stopwatch:
 
 @contextlib.contextmanager
 def timing_grader_steps(watch: Stopwatch) -> Iterator[None]:
-    """Time the grader's copy + hash and materialize steps where the grader looks them up."""
-    from a2rl.grading import grader
+    """Time the grader's copy + hash and materialize steps where the grader looks them up (the
+    grader copies; a2rl.grading.artifacts.score_artifact materializes)."""
+    from a2rl.grading import artifacts, grader
 
-    saved = {name: getattr(grader, name) for name in ("copy_artifact", "materialize_submission")}
+    saved = {(module, name): getattr(module, name) for module, name in (
+        (grader, "copy_artifact"), (artifacts, "materialize_submission"))}
     try:
-        for name, fn in saved.items():
-            setattr(grader, name, watch.wrap(name, fn))
+        for (module, name), fn in saved.items():
+            setattr(module, name, watch.wrap(name, fn))
         yield
     finally:
-        for name, fn in saved.items():
-            setattr(grader, name, fn)
+        for (module, name), fn in saved.items():
+            setattr(module, name, fn)
 
 
 def bench_submission(model_dir: Path, task, prepared, inference, scratch: Path) -> dict[str, Any]:
