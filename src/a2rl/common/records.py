@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import MISSING, asdict, field, fields
 from pathlib import Path
-from typing import Any, ClassVar, Literal, get_args, get_origin, get_type_hints
+from typing import Any, ClassVar, Literal, Self, get_args, get_origin, get_type_hints
 
 from pydantic import ConfigDict, ValidationError
 from pydantic.dataclasses import dataclass
@@ -56,10 +56,10 @@ def _problems(err: ValidationError) -> str:
         " (written by an older a2rl, or not an a2rl record)" if old else "")
 
 
-def shown(*where: str, written_if: str | None = None, default: Any = MISSING) -> Any:
-    """A field that the grader also shows in ``where`` (MIRROR, ANSWER) and that is written
-    only when the field ``written_if`` is set (not None, not False)."""
-    return field(default=default, metadata={"shown": frozenset(where), "written_if": written_if})
+def recorded(*shown: str, written_if: str | None = None, default: Any = MISSING) -> Any:
+    """A field of a record, also shown where ``shown`` says (MIRROR, ANSWER) and written only
+    when the field ``written_if`` is set (not None, not False)."""
+    return field(default=default, metadata={"shown": frozenset(shown), "written_if": written_if})
 
 
 class Codec:
@@ -76,7 +76,7 @@ class Codec:
         return key is None or getattr(self, key) not in (None, False)
 
     @classmethod
-    def from_json(cls, data: Any, where: str):
+    def from_json(cls, data: Any, where: str) -> Self:
         """The record in ``data`` (a parsed JSON object); ``where`` names it in errors."""
         if not isinstance(data, dict):
             raise RecordError(f"{where}: expected a JSON object ({cls.KIND}), "
@@ -87,7 +87,7 @@ class Codec:
             raise RecordError(f"{where}: not a valid {cls.KIND}: {_problems(err)}") from None
 
     @classmethod
-    def load(cls, path: Path):
+    def load(cls, path: Path) -> Self:
         try:
             data = read_json(path)
         except ValueError as err:
@@ -95,7 +95,7 @@ class Codec:
         return cls.from_json(data, str(path))
 
     @classmethod
-    def load_if_present(cls, path: Path):
+    def load_if_present(cls, path: Path) -> Self | None:
         """The record in ``path``, or None when there is no such file (a stage not run yet)."""
         return cls.load(path) if Path(path).exists() else None
 
@@ -130,26 +130,26 @@ class LedgerEntry(Codec):
 
     KIND: ClassVar[str] = "ledger entry"
 
-    submission_id: int = shown(MIRROR, ANSWER)
-    score: Number | None = shown(MIRROR, ANSWER, written_if="valid", default=None)
-    best: Number | None = shown(ANSWER, written_if="valid", default=None)  # best so far
-    baseline: Number | None = shown(ANSWER, written_if="valid", default=None)
-    improvement: Number | None = shown(ANSWER, written_if="valid", default=None)
-    elapsed_s: Number = shown(MIRROR, ANSWER)  # of the agent's budget clock
-    cached: bool | None = shown(MIRROR, ANSWER, written_if="valid", default=None)
-    stderr: Number | None = shown(ANSWER, written_if="valid", default=None)
-    n: int | None = shown(ANSWER, written_if="valid", default=None)
-    split: str | None = shown(ANSWER, written_if="valid", default=None)  # test | validation
-    artifact_hash: str | None = shown(ANSWER, written_if="valid", default=None)
-    equals_base: bool | None = shown(ANSWER, written_if="valid", default=None)
-    time: str = shown(MIRROR)  # UTC, ISO 8601
-    model_path: Any = shown(MIRROR)  # as the agent sent it (any JSON scalar when rejected)
-    valid: bool = shown(MIRROR)
-    error: str | None = shown(MIRROR)
-    status_code: int = shown()
-    eval_seconds: Number | None = shown(written_if="valid", default=None)
-    artifact_bytes: int | None = shown(written_if="valid", default=None)
-    code_commit: str | None = shown(written_if="valid", default=None)  # agent code at submit
+    submission_id: int = recorded(MIRROR, ANSWER)
+    score: Number | None = recorded(MIRROR, ANSWER, written_if="valid", default=None)
+    best: Number | None = recorded(ANSWER, written_if="valid", default=None)  # best so far
+    baseline: Number | None = recorded(ANSWER, written_if="valid", default=None)
+    improvement: Number | None = recorded(ANSWER, written_if="valid", default=None)
+    elapsed_s: Number = recorded(MIRROR, ANSWER)  # of the agent's budget clock
+    cached: bool | None = recorded(MIRROR, ANSWER, written_if="valid", default=None)
+    stderr: Number | None = recorded(ANSWER, written_if="valid", default=None)
+    n: int | None = recorded(ANSWER, written_if="valid", default=None)
+    split: str | None = recorded(ANSWER, written_if="valid", default=None)  # test | validation
+    artifact_hash: str | None = recorded(ANSWER, written_if="valid", default=None)
+    equals_base: bool | None = recorded(ANSWER, written_if="valid", default=None)
+    time: str = recorded(MIRROR)  # UTC, ISO 8601
+    model_path: Any = recorded(MIRROR)  # as the agent sent it (any JSON scalar when rejected)
+    valid: bool = recorded(MIRROR)
+    error: str | None = recorded(MIRROR)
+    status_code: int = recorded()
+    eval_seconds: Number | None = recorded(written_if="valid", default=None)
+    artifact_bytes: int | None = recorded(written_if="valid", default=None)
+    code_commit: str | None = recorded(written_if="valid", default=None)  # agent code at submit
 
     def __post_init__(self) -> None:
         if self.valid and (self.score is None or self.artifact_hash is None):
@@ -198,12 +198,12 @@ class RunRecord(Codec):
     submissions: int | None = None  # ledger entries
     hardware: dict[str, Any] | None = None  # a2rl.common.hardware.describe(); None: older runs
     # an LLM agent's stack (a2rl.llm.drivers.StackRun)
-    stack: str | None = shown(written_if="stack", default=None)
-    stack_version: str | None = shown(written_if="stack", default=None)
-    transcript: str | None = shown(written_if="stack", default=None)  # file name, if any
+    stack: str | None = recorded(written_if="stack", default=None)
+    stack_version: str | None = recorded(written_if="stack", default=None)
+    transcript: str | None = recorded(written_if="stack", default=None)  # file name, if any
     # a driver's recording proxy (a2rl.llm.proxy)
-    driver_model: str | None = shown(written_if="driver_model", default=None)
-    llm: dict[str, Any] | None = shown(written_if="driver_model", default=None)  # llm_totals
+    driver_model: str | None = recorded(written_if="driver_model", default=None)
+    llm: dict[str, Any] | None = recorded(written_if="driver_model", default=None)  # llm_totals
 
 
 @dataclass(frozen=True, kw_only=True, config=STRICT)
