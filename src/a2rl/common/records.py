@@ -178,15 +178,25 @@ RunStatus = Literal["completed", "budget_exhausted", "agent_failed", "llm_budget
 
 
 @dataclass(frozen=True, kw_only=True, config=STRICT)
-class RunRecord(Codec):
-    """run.json: how the agent phase of one cell went."""
-
-    KIND: ClassVar[str] = "run.json record"
+class CellRecord(Codec):
+    """A record of one cell of the grid: task, agent, driver and seed."""
 
     task: str
     agent: str
     driver: str
     seed: int
+
+    @property
+    def cell(self) -> tuple[str, str, str, int]:
+        return self.task, self.agent, self.driver, self.seed
+
+
+@dataclass(frozen=True, kw_only=True, config=STRICT)
+class RunRecord(CellRecord):
+    """run.json: how the agent phase of one cell went."""
+
+    KIND: ClassVar[str] = "run.json record"
+
     started: str  # UTC, ISO 8601
     ended: str
     agent_seconds: Number
@@ -207,16 +217,12 @@ class RunRecord(Codec):
 
 
 @dataclass(frozen=True, kw_only=True, config=STRICT)
-class FinalRecord(Codec):
+class FinalRecord(CellRecord):
     """final.json: the selected submission (best feedback score, earliest on ties) scored on
     the test split, or the baseline when there was no valid submission."""
 
     KIND: ClassVar[str] = "final.json record"
 
-    task: str
-    agent: str
-    driver: str
-    seed: int
     feedback: str  # test | validation
     baseline: Number  # the base model's test score
     no_valid_submission: bool
@@ -301,18 +307,14 @@ class ProcessMetrics(Codec):
 
 
 @dataclass(frozen=True, kw_only=True, config=STRICT)
-class RunSummary(Codec):
+class RunSummary(CellRecord):
     """summary.json: one run for people; the Markdown and HTML renderers (a2rl.report) read
     only this. The nested dicts are written by the module named beside them."""
 
     KIND: ClassVar[str] = "run summary"
 
-    task: str
     task_name: str
     level: str
-    agent: str
-    driver: str
-    seed: int
     feedback: str
     model: str
     sandbox: str
@@ -345,7 +347,3 @@ class RunSummary(Codec):
     @property
     def slug(self) -> str:
         return f"{self.task}__{self.agent}__{self.driver}__seed{self.seed}"
-
-    @property
-    def cell(self) -> tuple[str, str, str, int]:
-        return self.task, self.agent, self.driver, self.seed
