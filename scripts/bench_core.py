@@ -5,8 +5,8 @@
     python scripts/bench_core.py --tiny --n 8 --batch-size 4 --max-new-tokens 8   # quick check
 
 1. Generation: the same N sealed gsm8k_arith test prompts (chat-formatted as the grader does),
-   greedy, through ``a2rl.task.inference.HFGenerator`` batched (``--batch-size``) and one prompt at a
-   time, interleaved batch by batch (see ``bench_generation``); tokens/s, prompts/s, their
+   greedy, through ``a2rl.task.inference.HFGenerator`` batched (``--batch-size``) and one prompt
+   at a time, interleaved batch by batch (see ``bench_generation``); tokens/s, prompts/s, their
    ratio (also per round and per CPU second), and how many completions differ. Counts come from
    the token ids generate() returned: a row's new tokens run up to and including its first end
    of sequence token; "decode slots" are rows x decoding steps of each generate() call, so
