@@ -74,3 +74,24 @@ def runs(tmp_path_factory):
     if shutil.which("bwrap") is None:
         pytest.skip("bubblewrap is not installed (scripts/setup.sh installs it)")
     return ci_runs.build(tmp_path_factory.getbasetemp() / "ci_runs")
+
+
+@pytest.fixture
+def blank_summary():
+    """A RunSummary of a run that left nothing: change fields with dataclasses.replace."""
+    from a2rl.common.records import Budget, ProcessMetrics, RunSummary, Submissions
+
+    return RunSummary(
+        task="a", task_name="a", level="L1", agent="sft", driver="none", seed=0,
+        feedback="test", model="tiny-qwen2", sandbox="bwrap", hardware=None,
+        budget=Budget(name="ci", time_limit_s=120, max_submissions=6), status="completed",
+        exit_code=0, agent_seconds=1.0, baseline=None, baseline_stderr=None,
+        best_feedback_score=None, final_score=None, final_stderr=None, final_n=None,
+        final_from="final", improvement=None, selected_submission=None,
+        submissions=Submissions(total=0, valid=0, invalid=0, items=[]),
+        process=ProcessMetrics(valid_rate=None, time_to_first_valid_s=None,
+                               time_to_first_improvement_s=None, time_to_best_s=None,
+                               monotonic_ratio=None, budget_used=None, deadline_gap_s=None,
+                               copy_of_base=0),
+        route={"methods": [], "techniques": []}, lineage=[], code={}, llm=None, cost_usd=0.0,
+        integrity=None, failures=[], timeline=[], files={})

@@ -17,6 +17,7 @@ import ci_runs
 from a2rl.common.clock import BudgetClock
 from a2rl.common.events import EventLog
 from a2rl.common.files import iter_jsonl, read_json
+from a2rl.common.records import read_ledger
 from a2rl.grading import recording
 from a2rl.grading.grader import GraderSettings, GradingService
 from a2rl.grading.ledger import Ledger
@@ -139,19 +140,21 @@ def test_grader_commits_code_at_each_submission_and_lineage_finds_parents(tmp_pa
     bad_code, bad = service.submit("output/missing")
     assert (code_a, code_b, code_c, code_p, bad_code) == (200, 200, 200, 200, 404)
 
-    ledger = list(iter_jsonl(service.ledger.path))
+    ledger = read_ledger(service.ledger.path)
     repo = tmp_path / "run" / "code.git"
     tags = recording.tags(repo)
     for entry in ledger[:4]:
-        assert entry["code_commit"] == tags[f"submission-{entry['submission_id']}"]
-        assert entry["artifact_bytes"] > 0
-    assert "code_commit" not in ledger[4]  # rejected before anything was accepted
+        assert entry.code_commit == tags[f"submission-{entry.submission_id}"]
+        assert entry.artifact_bytes > 0
+    # rejected before anything was accepted: no commit, and none written
+    assert ledger[4].code_commit is None
+    assert "code_commit" not in list(iter_jsonl(service.ledger.path))[4]
     assert recording.read_files(repo, tags["submission-1"], ["code/train.py"]) == {
         "code/train.py": "step = 1\n"}
     assert "+step = 2" in recording.diff(repo, tags["submission-1"], tags["submission-2"])
     events = [e for e in iter_jsonl(tmp_path / "run" / "events.jsonl")
               if e["kind"] == "submission" and e["valid"]]
-    assert [e["code_commit"] for e in events] == [e["code_commit"] for e in ledger[:4]]
+    assert [e["code_commit"] for e in events] == [e.code_commit for e in ledger[:4]]
 
     lineage = recording.artifact_lineage(ledger, service.store, tiny_model,
                                          content_hash(tiny_model))

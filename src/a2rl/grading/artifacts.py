@@ -1,17 +1,22 @@
 """Taking a submitted folder out of the agent's reach: resolve its path inside the workspace,
-copy it (following only links that stay inside the workspace) and content-hash the copy.
+copy it (following only links that stay inside the workspace) and content-hash the copy; then
+score the stored copy (``score_artifact``, for the grader and for the final grade alike).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import time
 import uuid
 from pathlib import Path, PurePosixPath
+from typing import Any, Callable
 
-from a2rl.models.provision import InvalidSubmission, content_hash
+from a2rl.models.provision import InvalidSubmission, content_hash, materialize_submission
 
 MAX_LINK_HOPS = 40
+# evaluate(model_dir) -> EvalResult-like object with .score .stderr .n (a2rl.task.base)
+Evaluator = Callable[[Path], Any]
 
 
 class SubmissionRejected(InvalidSubmission):
@@ -84,17 +89,37 @@ def resolve_submission(resolver: WorkspaceResolver, model_path: object,
     return path
 
 
+def stored_artifact(store: Path, digest: str) -> Path:
+    """Where the store keeps the artifact with content hash ``digest``."""
+    return Path(store) / digest / "artifact"
+
+
+def score_artifact(artifact: Path, base_model: Path, evaluate: Evaluator) -> tuple[Any, float]:
+    """Materialize a stored artifact into a model folder beside it (an adapter merged into the
+    base, a missing tokenizer taken from it) and evaluate that; returns the result and the
+    seconds the evaluation alone took. A submission that cannot be used or evaluated raises
+    InvalidSubmission; a missing base model (the harness's fault) raises FileNotFoundError."""
+    model_dir = materialize_submission(artifact, base_model, Path(artifact).parent / "model")
+    started = time.monotonic()
+    try:
+        result = evaluate(model_dir)
+    except Exception as err:
+        raise InvalidSubmission(f"the model could not be evaluated: "
+                                f"{type(err).__name__}: {err}") from err
+    return result, time.monotonic() - started
+
+
 def copy_artifact(resolver: WorkspaceResolver, src: Path, store: Path,
                   max_bytes: int) -> tuple[str, Path]:
-    """Copy ``src`` into ``store/<sha256>/artifact`` and return (hash, path). Identical content
-    lands in the same place; the agent's later edits to ``src`` change nothing here."""
+    """Copy ``src`` into the store (``stored_artifact``) and return (hash, path). Identical
+    content lands in the same place; the agent's later edits to ``src`` change nothing here."""
     incoming = store / f"incoming-{uuid.uuid4().hex}"
     try:
         total = _copy_tree(resolver, src, incoming, max_bytes)
         if total == 0 and not any(incoming.rglob("*")):
             raise SubmissionRejected(f"{src.name}/ is an empty folder")
         digest = content_hash(incoming)
-        final = store / digest / "artifact"
+        final = stored_artifact(store, digest)
         if final.exists():
             shutil.rmtree(incoming)
         else:

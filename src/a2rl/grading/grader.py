@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import uvicorn
 from fastapi import FastAPI, Request
@@ -26,18 +26,18 @@ from fastapi.responses import JSONResponse
 from a2rl.common.clock import BudgetClock
 from a2rl.common.events import EventLog
 from a2rl.common.files import write_json_atomic
+from a2rl.common.records import ANSWER, LedgerEntry
 from a2rl.grading.artifacts import (
+    Evaluator,
     SubmissionRejected,
     WorkspaceResolver,
     copy_artifact,
     resolve_submission,
+    score_artifact,
 )
 from a2rl.grading.ledger import Ledger
 from a2rl.grading.recording import CodeRecorder, artifact_bytes
-from a2rl.models.provision import InvalidSubmission, materialize_submission
-
-# evaluate(model_dir) -> EvalResult-like object with .score .stderr .n .seconds
-Evaluator = Callable[[Path], Any]
+from a2rl.models.provision import InvalidSubmission
 
 
 @dataclass
@@ -83,7 +83,7 @@ class GradingService:
         best = self.ledger.best()
         return {"task": self.settings.task, "feedback": self.settings.split,
                 "baseline": self.settings.baseline,
-                "best": best["score"] if best else None,
+                "best": best.score if best else None,
                 "submissions_used": self.ledger.evaluated_count(),
                 "submissions_left": self.submissions_left(),
                 "elapsed_s": round(self.clock.elapsed(), 1),
@@ -118,19 +118,12 @@ class GradingService:
         extra = self._snapshot(model_path, artifact)
         earlier = self.ledger.find_hash(digest)
         if earlier is not None:
-            return self._record(model_path, digest, earlier, cached=True, extra=extra)
+            scored = {"score": earlier.score, "stderr": earlier.stderr, "n": earlier.n}
+            return self._record(model_path, digest, scored, cached=True, extra=extra)
         if digest == self.settings.base_hash and self.settings.base_scored:
             return self._record(model_path, digest, self.settings.base_scored, cached=True,
                                 extra=extra)
-        model_dir = materialize_submission(artifact, self.base_model,
-                                           artifact.parent / "model")
-        started = time.monotonic()
-        try:
-            result = self.evaluate(model_dir)
-        except Exception as err:
-            raise InvalidSubmission(f"the model could not be evaluated: "
-                                    f"{type(err).__name__}: {err}") from err
-        seconds = time.monotonic() - started
+        result, seconds = score_artifact(artifact, self.base_model, self.evaluate)
         self.clock.add_eval_time(seconds)
         scored = {"score": round(result.score, 4), "stderr": round(result.stderr, 4),
                   "n": result.n, "eval_seconds": round(seconds, 3)}
@@ -172,47 +165,42 @@ class GradingService:
                 cached: bool, extra: Optional[dict[str, Any]] = None) -> dict[str, Any]:
         best_before = self.ledger.best()
         score = scored["score"]
-        best = max(score, best_before["score"]) if best_before else score
+        best = max(score, best_before.score) if best_before else score
         baseline = self.settings.baseline
-        entry = self.ledger.append({
-            "model_path": model_path, "valid": True, "error": None, "status_code": 200,
-            "artifact_hash": digest, "cached": cached, "split": self.settings.split,
-            "equals_base": digest == self.settings.base_hash,
-            "score": score, "stderr": scored.get("stderr"), "n": scored.get("n"),
-            "eval_seconds": 0.0 if cached else scored.get("eval_seconds"),
-            "elapsed_s": round(self.clock.elapsed(), 3), "best": best, "baseline": baseline,
-            "improvement": None if baseline is None else round(score - baseline, 4),
-            **(extra or {})})
-        if entry.get("code_commit") and self.recorder is not None:
+        entry = self.ledger.append(
+            model_path=model_path, valid=True, error=None, status_code=200,
+            artifact_hash=digest, cached=cached, split=self.settings.split,
+            equals_base=digest == self.settings.base_hash,
+            score=score, stderr=scored.get("stderr"), n=scored.get("n"),
+            eval_seconds=0.0 if cached else scored.get("eval_seconds"),
+            elapsed_s=round(self.clock.elapsed(), 3), best=best, baseline=baseline,
+            improvement=None if baseline is None else round(score - baseline, 4),
+            **(extra or {}))
+        if entry.code_commit and self.recorder is not None:
             try:
-                self.recorder.tag(entry["code_commit"], f"submission-{entry['submission_id']}")
+                self.recorder.tag(entry.code_commit, f"submission-{entry.submission_id}")
             except Exception as err:
                 self.events.emit("error", message=f"tagging the code snapshot failed: {err}")
         self._after(entry)
-        return {k: entry[k] for k in ("submission_id", "score", "best", "baseline",
-                                      "improvement", "elapsed_s", "cached", "stderr", "n",
-                                      "split", "artifact_hash", "equals_base")} | {
-            "submissions_left": self.submissions_left(),
-            "time_left_s": round(self.clock.time_left(), 1)}
+        return entry.shown_in(ANSWER) | {"submissions_left": self.submissions_left(),
+                                         "time_left_s": round(self.clock.time_left(), 1)}
 
     def _reject(self, model_path: object, message: str, status: int) -> dict[str, Any]:
         shown = model_path if isinstance(model_path, (str, int, float, type(None))) \
             else repr(model_path)[:200]
-        entry = self.ledger.append({"model_path": shown, "valid": False, "error": message,
-                                    "status_code": status,
-                                    "elapsed_s": round(self.clock.elapsed(), 3)})
+        entry = self.ledger.append(model_path=shown, valid=False, error=message,
+                                   status_code=status, elapsed_s=round(self.clock.elapsed(), 3))
         self._after(entry)
-        return {"error": message, "submission_id": entry["submission_id"],
+        return {"error": message, "submission_id": entry.submission_id,
                 "submissions_left": self.submissions_left(),
                 "time_left_s": round(self.clock.time_left(), 1)}
 
-    def _after(self, entry: dict[str, Any]) -> None:
+    def _after(self, entry: LedgerEntry) -> None:
         if self.mirror is not None:
             self.ledger.write_mirror(self.mirror, self.settings.baseline)
-        self.events.emit("submission", submission_id=entry["submission_id"],
-                         valid=entry["valid"], score=entry.get("score"),
-                         artifact_hash=entry.get("artifact_hash"), error=entry.get("error"),
-                         cached=entry.get("cached"), code_commit=entry.get("code_commit"))
+        self.events.emit("submission", submission_id=entry.submission_id, valid=entry.valid,
+                         score=entry.score, artifact_hash=entry.artifact_hash,
+                         error=entry.error, cached=entry.cached, code_commit=entry.code_commit)
 
     def wait_idle(self) -> None:
         """Block until no evaluation is in progress."""

@@ -43,7 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from a2rl.common.files import iter_jsonl, read_json, utc_now, write_json_atomic
+from a2rl.common.files import iter_jsonl, utc_now, write_json_atomic
+from a2rl.common.records import FinalRecord, LedgerEntry
+from a2rl.grading.artifacts import stored_artifact
 
 log = logging.getLogger(__name__)
 
@@ -403,7 +405,7 @@ def sketch_distance(a: Optional[dict], b: Optional[dict]) -> Optional[float]:
     return math.sqrt(num / den) if den > 0 else (0.0 if num == 0 else math.inf)
 
 
-def artifact_lineage(ledger: list[dict[str, Any]], store: Path, base_model: Optional[Path],
+def artifact_lineage(ledger: list[LedgerEntry], store: Path, base_model: Optional[Path],
                      base_hash: Optional[str]) -> list[dict[str, Any]]:
     """One record per distinct valid artifact, in order of first submission: hash, submission
     ids, bytes, kind, equals_base (same bytes as the base), weights_equal_base (same weights,
@@ -411,18 +413,18 @@ def artifact_lineage(ledger: list[dict[str, Any]], store: Path, base_model: Opti
     seen: dict[str, dict[str, Any]] = {}
     order: list[str] = []
     for entry in ledger:
-        digest = entry.get("artifact_hash")
-        if not entry.get("valid") or not digest:
+        digest = entry.artifact_hash
+        if not entry.valid or not digest:
             continue
         if digest in seen:
-            seen[digest]["submissions"].append(entry.get("submission_id"))
+            seen[digest]["submissions"].append(entry.submission_id)
             continue
-        folder = Path(store) / digest / "artifact"
-        seen[digest] = {"artifact_hash": digest, "submissions": [entry.get("submission_id")],
-                        "model_path": entry.get("model_path"),
-                        "bytes": entry.get("artifact_bytes") or artifact_bytes(folder),
+        folder = stored_artifact(store, digest)
+        seen[digest] = {"artifact_hash": digest, "submissions": [entry.submission_id],
+                        "model_path": entry.model_path,
+                        "bytes": entry.artifact_bytes or artifact_bytes(folder),
                         "kind": artifact_kind(folder) if folder.is_dir() else "missing",
-                        "equals_base": bool(entry.get("equals_base"))
+                        "equals_base": bool(entry.equals_base)
                         or (base_hash is not None and digest == base_hash),
                         "weights_equal_base": None, "parent": None, "parent_distance": None,
                         "distances": {}}
@@ -438,7 +440,7 @@ def artifact_lineage(ledger: list[dict[str, Any]], store: Path, base_model: Opti
                        "distances": {"base": 0.0}}
             sketches[digest] = base_sketch
             continue
-        folder = Path(store) / digest / "artifact"
+        folder = stored_artifact(store, digest)
         mine = _safe_sketch(folder) if record["kind"] == "full" else None
         sketches[digest] = mine
         candidates = {"base": sketch_distance(mine, base_sketch)}
@@ -479,18 +481,18 @@ def export_selected(final: Path, store: Path, dest: Path) -> dict[str, Any]:
     """Put the selected artifact of a run (final.json's ``artifact_hash``) in ``dest/model``
     (hard links where possible) with ``dest/selected.json`` describing it; a run without a
     valid submission gets only selected.json (its model is the base). Returns selected.json."""
-    record = read_json(final)
-    digest = record.get("artifact_hash")
+    record = FinalRecord.load(final)
+    digest = record.artifact_hash
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    info = {key: record.get(key) for key in ("task", "agent", "driver", "seed",
-                                             "selected_submission", "artifact_hash",
-                                             "test_score", "baseline", "improvement",
-                                             "no_valid_submission")}
-    info["exported"] = utc_now()
+    info = {"task": record.task, "agent": record.agent, "driver": record.driver,
+            "seed": record.seed, "selected_submission": record.selected_submission,
+            "artifact_hash": digest, "test_score": record.test_score,
+            "baseline": record.baseline, "improvement": record.improvement,
+            "no_valid_submission": record.no_valid_submission, "exported": utc_now()}
     if digest:
-        src = Path(store) / digest / "artifact"
+        src = stored_artifact(store, digest)
         if not src.is_dir():
             raise FileNotFoundError(f"selected artifact {digest} is not in {store}")
         shutil.copytree(src, dest / "model", copy_function=_link_or_copy)

@@ -13,9 +13,10 @@ from typing import Any
 
 from a2rl.common.clock import BudgetClock
 from a2rl.common.events import EventLog
-from a2rl.common.files import read_json, utc_now, write_json_atomic
+from a2rl.common.files import read_json, utc_now
 from a2rl.common.hardware import AGENT_DEVICE, describe, one_line, resolve_precision
 from a2rl.common.layout import RunPaths
+from a2rl.common.records import RunRecord
 from a2rl.config.types import RunConfig
 from a2rl.grading.grader import GraderSettings, GradingServer, GradingService
 from a2rl.grading.ledger import Ledger
@@ -188,7 +189,7 @@ def execute(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pat
                                            "stack_version": cfg.agent.version}
     if proxy is not None:
         record |= {"driver_model": proxy.settings.model, "llm": llm_totals(run.root)}
-    write_json_atomic(run.run_json, record)
+    RunRecord(**record).save(run.run_json)  # checked: a malformed run.json is never written
     return record
 
 
