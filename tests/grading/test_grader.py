@@ -274,7 +274,7 @@ def test_eval_time_can_be_excluded_from_budget():
 
 
 def test_copy_of_base_model_is_answered_with_the_baseline(run_env, tiny_model):
-    from a2rl.models.provision import content_hash
+    from a2rl.models.hf_folder import content_hash
     tmp_path, ws = run_env
     evaluator = ForwardPassScore()
     service = make_service(tmp_path, ws, tiny_model, evaluator)

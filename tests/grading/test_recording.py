@@ -20,7 +20,7 @@ from a2rl.common.files import iter_jsonl, read_json
 from a2rl.grading import recording
 from a2rl.grading.grader import GraderSettings, GradingService
 from a2rl.grading.ledger import Ledger
-from a2rl.models.provision import content_hash
+from a2rl.models.hf_folder import content_hash
 from a2rl.task.base import EvalResult
 
 PROBE_IDS = torch.arange(3, 43).view(4, 10)

@@ -9,7 +9,8 @@ import shutil
 import uuid
 from pathlib import Path, PurePosixPath
 
-from a2rl.models.provision import InvalidSubmission, content_hash
+from a2rl.models.hf_folder import content_hash
+from a2rl.models.submission import InvalidSubmission
 
 MAX_LINK_HOPS = 40
 

@@ -34,7 +34,7 @@ from a2rl.grading.artifacts import (
 )
 from a2rl.grading.ledger import Ledger
 from a2rl.grading.recording import CodeRecorder, artifact_bytes
-from a2rl.models.provision import InvalidSubmission, materialize_submission
+from a2rl.models.submission import InvalidSubmission, materialize_submission
 
 # evaluate(model_dir) -> EvalResult-like object with .score .stderr .n .seconds
 Evaluator = Callable[[Path], Any]

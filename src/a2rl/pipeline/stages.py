@@ -101,7 +101,7 @@ def file_hash(path: Path) -> str:
 def measure_baseline(cfg: RunConfig) -> dict[str, Any]:
     """Score the base model on the sealed split(s); writes results/baseline/{task.id}/baseline.json
     (cached by task, model hash and split hash; never cached when it failed)."""
-    from a2rl.models.provision import content_hash
+    from a2rl.models.hf_folder import content_hash
     layout = layout_of(cfg)
     task = load_task_of(cfg)
     prepared = layout.prepared(cfg.task.id)
@@ -162,7 +162,7 @@ def final_grade(cfg: RunConfig) -> dict[str, Any]:
     writes final.json. With test feedback the ledger's score is the test score (greedy decoding
     is deterministic), so nothing is re-evaluated; with validation feedback it is rescored."""
     from a2rl.grading.ledger import Ledger
-    from a2rl.models.provision import materialize_submission
+    from a2rl.models.submission import materialize_submission
     layout = layout_of(cfg)
     run = run_paths(cfg)
     baseline = read_json(layout.baseline(cfg.task.id))["test"]
