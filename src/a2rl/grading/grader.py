@@ -7,18 +7,15 @@ unix socket (reachable from a sandbox without network) and on 127.0.0.1:<free po
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import json
 import shutil
-import socket
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
@@ -34,6 +31,7 @@ from a2rl.grading.artifacts import (
 )
 from a2rl.grading.ledger import Ledger
 from a2rl.grading.recording import CodeRecorder, artifact_bytes
+from a2rl.llm.loopback import LoopbackServer
 from a2rl.models.submission import InvalidSubmission, materialize_submission
 
 # evaluate(model_dir) -> EvalResult-like object with .score .stderr .n .seconds
@@ -267,15 +265,14 @@ def create_app(service: GradingService, token: str) -> FastAPI:
 
 
 class GradingServer:
-    """Serves a GradingService on a unix socket and on 127.0.0.1 (free port) in a thread."""
+    """Serves a GradingService on a unix socket (``url``, for the sandbox) and on 127.0.0.1
+    (``http_url``) from a thread."""
 
     def __init__(self, service: GradingService, token: str, socket_path: Path):
         self.service = service
         self.token = token
         self.socket_path = Path(socket_path)
-        self.port: Optional[int] = None
-        self._server: Optional[uvicorn.Server] = None
-        self._thread: Optional[threading.Thread] = None
+        self._server = LoopbackServer(create_app(service, token), "a2rl-grader", self.socket_path)
 
     @property
     def url(self) -> str:
@@ -283,38 +280,20 @@ class GradingServer:
 
     @property
     def http_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self._server.url
+
+    @property
+    def port(self) -> Optional[int]:
+        return self._server.port
 
     def start(self) -> "GradingServer":
-        self.socket_path.unlink(missing_ok=True)
-        uds = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        uds.bind(str(self.socket_path))
-        self.socket_path.chmod(0o666)
-        tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        tcp.bind(("127.0.0.1", 0))
-        self.port = tcp.getsockname()[1]
-        config = uvicorn.Config(create_app(self.service, self.token), log_level="warning",
-                                access_log=False, timeout_graceful_shutdown=5)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=lambda: asyncio.run(self._server.serve(sockets=[uds, tcp])),
-            name="a2rl-grader", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 30
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the grading server did not start within 30 s")
-            time.sleep(0.05)
+        self._server.start()
         self.service.events.emit("grader_start", socket=str(self.socket_path), port=self.port)
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-            self._thread.join(timeout=30)
+        if self._server.stop():
             self.service.events.emit("grader_stop")
-        self.socket_path.unlink(missing_ok=True)
 
     def __enter__(self) -> "GradingServer":
         return self.start()
