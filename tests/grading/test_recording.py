@@ -1,10 +1,10 @@
-"""Code revisions (code.git), model lineage and transcripts: on real workspaces and the grading
-service, on the tiny model, and on real sandboxed runs (tests/ci_runs.py)."""
+"""Code revisions (code.git): on real workspaces and the grading service, on the tiny model, and
+on real sandboxed runs (tests/ci_runs.py). Lineage, transcripts and the export of the selected
+model are tests/analysis/test_lineage.py's."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,8 +16,9 @@ from transformers import AutoModelForCausalLM
 import ci_runs
 from a2rl.common.clock import BudgetClock
 from a2rl.common.events import EventLog
-from a2rl.common.files import iter_jsonl, read_json
+from a2rl.common.files import iter_jsonl
 from a2rl.grading import recording
+from a2rl.grading.artifacts import artifact_bytes
 from a2rl.grading.grader import GraderSettings, GradingService
 from a2rl.grading.ledger import Ledger
 from a2rl.models.hf_folder import content_hash
@@ -113,8 +114,7 @@ def make_service(tmp_path: Path, ws: Path, base: Path) -> GradingService:
         recorder=recording.CodeRecorder(run / "code.git", ws))
 
 
-def test_grader_commits_code_at_each_submission_and_lineage_finds_parents(tmp_path,
-                                                                          tiny_model):
+def test_grader_commits_code_at_each_submission(tmp_path, tiny_model):
     ws = tmp_path / "run" / "workspace"
     for area in ("code", "output"):
         (ws / area).mkdir(parents=True)
@@ -153,24 +153,7 @@ def test_grader_commits_code_at_each_submission_and_lineage_finds_parents(tmp_pa
               if e["kind"] == "submission" and e["valid"]]
     assert [e["code_commit"] for e in events] == [e["code_commit"] for e in ledger[:4]]
 
-    lineage = recording.artifact_lineage(ledger, service.store, tiny_model,
-                                         content_hash(tiny_model))
-    by_id = {r["submissions"][0]: r for r in lineage}
-    assert by_id[1]["parent"] == "base" and not by_id[1]["weights_equal_base"]
-    assert by_id[2]["parent"] == "submission-1"
-    assert by_id[2]["distances"]["submission-1"] < by_id[2]["distances"]["base"]
-    assert by_id[3]["equals_base"] and by_id[3]["parent"] == "base"
-    assert not by_id[4]["equals_base"] and by_id[4]["weights_equal_base"]
-    assert by_id[4]["parent"] == "base" and by_id[4]["parent_distance"] == 0.0
-    assert by_id[1]["bytes"] == recording.artifact_bytes(out / "a")
-
-
-def test_transcript_records_are_read(tmp_path):
-    path = tmp_path / "transcript.jsonl"
-    path.write_text('{"type": "tool_use", "input": "python code/train.py"}\n[1, 2]\n{"torn')
-    assert recording.read_transcript(path) == [{"type": "tool_use",
-                                                "input": "python code/train.py"}]
-    assert recording.read_transcript(tmp_path / "missing.jsonl") == []
+    assert ledger[0]["artifact_bytes"] == artifact_bytes(out / "a")
 
 
 @pytest.fixture(scope="module")
@@ -197,20 +180,3 @@ def test_real_runs_record_code_at_every_submission_and_at_the_end(runs):
     # the repository lives outside the workspace: the agent never saw it
     assert not (sft.workspace / "code.git").exists() and sft.code_repo.parent == sft.root
     assert not any(p.name == ".git" for p in sft.workspace.rglob(".git"))
-
-
-@pytest.mark.integration
-def test_selected_models_are_exported_for_dvc(runs):
-    layout = runs["layout"]
-    for agent, run in runs["runs"].items():
-        final = read_json(run.final)
-        dest = layout.selected_model(ci_runs.TASK, agent, "none", 0)
-        selected = read_json(dest / "selected.json")
-        assert selected["artifact_hash"] == final["artifact_hash"]
-        if final["artifact_hash"]:
-            assert content_hash(dest / "model") == final["artifact_hash"]
-        else:  # the cheater never had a valid submission: its model is the base
-            assert selected["no_valid_submission"] and not (dest / "model").exists()
-    noop = read_json(layout.selected_model(ci_runs.TASK, "noop", "none", 0) / "selected.json")
-    assert noop["selected_submission"] == 1 and os.path.isdir(
-        layout.selected_model(ci_runs.TASK, "noop", "none", 0) / "model")

@@ -1,5 +1,6 @@
 """Taking a submitted folder out of the agent's reach: resolve its path inside the workspace,
-copy it (following only links that stay inside the workspace) and content-hash the copy.
+copy it (following only links that stay inside the workspace) and content-hash the copy;
+``artifact_bytes`` sizes a stored one.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ import os
 import shutil
 import uuid
 from pathlib import Path, PurePosixPath
+from typing import Optional
 
 from a2rl.models.hf_folder import content_hash
 from a2rl.models.submission import InvalidSubmission
@@ -129,3 +131,11 @@ def _copy_tree(resolver: WorkspaceResolver, src: Path, dest: Path, max_bytes: in
             raise SubmissionRejected(
                 f"{entry.relative_to(src.parent)} is neither a file nor a folder (broken link?)")
     return total
+
+
+def artifact_bytes(folder: Path) -> Optional[int]:
+    """The bytes of the regular files in ``folder`` (None when it is not a folder)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return None
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())

@@ -26,11 +26,12 @@ from a2rl.common.files import write_json_atomic
 from a2rl.grading.artifacts import (
     SubmissionRejected,
     WorkspaceResolver,
+    artifact_bytes,
     copy_artifact,
     resolve_submission,
 )
 from a2rl.grading.ledger import Ledger
-from a2rl.grading.recording import CodeRecorder, artifact_bytes
+from a2rl.grading.recording import CodeRecorder
 from a2rl.llm.loopback import LoopbackServer
 from a2rl.models.submission import InvalidSubmission, materialize_submission
 

@@ -202,7 +202,7 @@ def summarize_run(cfg: RunConfig) -> dict[str, Any]:
 def export_model(cfg: RunConfig) -> Path:
     """Copy (hard-link) the selected artifact to results/models/{task}/{agent}/{driver}/seed{k}/
     (model/ and selected.json), where DVC tracks it."""
-    from a2rl.grading.recording import export_selected
+    from a2rl.analysis.lineage import export_selected
     run = run_paths(cfg)
     dest = layout_of(cfg).selected_model(cfg.task.id, cfg.agent.name, cfg.driver.name, cfg.seed)
     export_selected(run.final, run.store, dest)
