@@ -63,12 +63,12 @@ def make_service(tmp_path, ws, tiny_model, evaluator, clock=None, max_submission
     run = tmp_path / "run"
     clock = clock or BudgetClock(600)
     clock.start()
-    return GradingService(GraderSettings(task="t", split="test", baseline=25.0,
-                                         max_submissions=max_submissions),
-                          workspace=ws, store=run / "store", ledger=Ledger(run / "ledger.jsonl"),
-                          base_model=tiny_model, evaluate=evaluator, clock=clock,
-                          events=EventLog(run / "events.jsonl", clock),
-                          mirror=ws / "scores.json", alias="/workspace", evals=run / "evals")
+    settings = GraderSettings(task="t", split="test", baseline=25.0,
+                              max_submissions=max_submissions, workspace=ws,
+                              store=run / "store", base_model=tiny_model, alias="/workspace",
+                              mirror=ws / "scores.json", evals=run / "evals")
+    return GradingService(settings, evaluate=evaluator, ledger=Ledger(run / "ledger.jsonl"),
+                          clock=clock, events=EventLog(run / "events.jsonl", clock))
 
 
 @pytest.fixture

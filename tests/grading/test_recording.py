@@ -108,9 +108,10 @@ def make_service(tmp_path: Path, ws: Path, base: Path) -> GradingService:
     base_hash = content_hash(base)
     return GradingService(
         GraderSettings(task="t", split="test", baseline=25.0, max_submissions=10,
+                       workspace=ws, store=run / "store", base_model=base,
                        base_hash=base_hash, base_scored={"score": 25.0, "stderr": 1.0, "n": 40}),
-        workspace=ws, store=run / "store", ledger=Ledger(run / "ledger.jsonl"), base_model=base,
-        evaluate=evaluate, clock=clock, events=EventLog(run / "events.jsonl", clock),
+        evaluate=evaluate, ledger=Ledger(run / "ledger.jsonl"), clock=clock,
+        events=EventLog(run / "events.jsonl", clock),
         recorder=recording.CodeRecorder(run / "code.git", ws))
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hmac
 import json
-import shutil
 import threading
 import time
 from dataclasses import dataclass
@@ -41,41 +40,47 @@ Evaluator = Callable[[Path], Any]
 
 @dataclass
 class GraderSettings:
+    """What one run's grader grades, where, and against what."""
+
     task: str
     split: str  # "test" or "validation": what feedback scores are computed on
     baseline: Optional[float]
     max_submissions: int
+    workspace: Path  # the agent's workspace: submitted paths are resolved in it
+    store: Path  # where accepted artifacts are copied, out of the agent's reach
+    base_model: Path  # what an adapter is merged into and a tokenizer is copied from
     max_artifact_bytes: int = 64 * 2**30
     # the base model's content hash and its scores on ``split``: an unchanged copy of the base
     # is answered with the baseline instead of being evaluated again
     base_hash: Optional[str] = None
     base_scored: Optional[dict[str, Any]] = None
+    alias: str = "/workspace"  # the workspace as the agent sees it (absolute paths it submits)
+    mirror: Optional[Path] = None  # scores.json in the workspace, rewritten after each one
+    # per-item results of every evaluated submission (outside the workspace: they name the
+    # sealed items), so submissions can be compared item by item after the run
+    evals: Optional[Path] = None
 
 
 class GradingService:
     """One run's grader. Thread-safe: evaluations run one at a time, others wait their turn."""
 
-    def __init__(self, settings: GraderSettings, workspace: Path, store: Path, ledger: Ledger,
-                 base_model: Path, evaluate: Evaluator, clock: BudgetClock, events: EventLog,
-                 mirror: Optional[Path] = None, alias: str = "/workspace",
-                 recorder: Optional[CodeRecorder] = None, evals: Optional[Path] = None):
+    def __init__(self, settings: GraderSettings, evaluate: Evaluator, ledger: Ledger,
+                 clock: BudgetClock, events: EventLog, recorder: Optional[CodeRecorder] = None):
         self.settings = settings
-        self.resolver = WorkspaceResolver(workspace, alias)
-        self.store = Path(store)
+        self.resolver = WorkspaceResolver(settings.workspace, settings.alias)
+        self.store = Path(settings.store)
         self.store.mkdir(parents=True, exist_ok=True)
         self.ledger = ledger
-        self.base_model = Path(base_model)
+        self.base_model = Path(settings.base_model)
         self.evaluate = evaluate
         self.clock = clock
         self.events = events
-        self.mirror = mirror
+        self.mirror = settings.mirror
         self.recorder = recorder  # snapshots the agent's code at each accepted submission
-        # per-item results of every evaluated submission (outside the workspace: they name the
-        # sealed items), so submissions can be compared item by item after the run
-        self.evals = Path(evals) if evals is not None else None
+        self.evals = Path(settings.evals) if settings.evals is not None else None
         self._turn = threading.Lock()
-        if mirror is not None:
-            self.ledger.write_mirror(mirror, settings.baseline)
+        if self.mirror is not None:
+            self.ledger.write_mirror(self.mirror, settings.baseline)
 
     # -- public -------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
@@ -217,12 +222,6 @@ class GradingService:
         """Block until no evaluation is in progress."""
         with self._turn:
             pass
-
-    def discard_unselected(self, keep: set[str]) -> None:
-        """Free disk: drop stored artifacts other than ``keep`` (hashes)."""
-        for entry in self.store.iterdir():
-            if entry.is_dir() and entry.name not in keep:
-                shutil.rmtree(entry, ignore_errors=True)
 
 
 def create_app(service: GradingService, token: str) -> FastAPI:
