@@ -35,15 +35,6 @@ def evaluate(model_dir: Path) -> EvalResult:
     return EvalResult(per_item=[float(t % 2 == 0) for t in nxt.tolist()])
 
 
-def perturb(model_dir: Path, scale: float, seed: int) -> None:
-    torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * scale)
-    model.save_pretrained(model_dir)
-
-
 def git_out(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "--git-dir", str(repo), *args], capture_output=True,
                           text=True, check=True).stdout
@@ -123,38 +114,31 @@ def test_grader_commits_code_at_each_submission(tmp_path, tiny_model):
     out = ws / "output"
 
     (ws / "code" / "train.py").write_text("step = 1\n")
-    shutil.copytree(tiny_model, out / "a")
-    perturb(out / "a", 0.02, seed=1)
-    code_a, a = service.submit("output/a")
-    (ws / "code" / "train.py").write_text("step = 2\n")
-    shutil.copytree(out / "a", out / "b")
-    perturb(out / "b", 0.01, seed=2)  # trained further from a
-    code_b, b = service.submit("output/b")
-    shutil.copytree(tiny_model, out / "copy")
+    shutil.copytree(tiny_model, out / "copy")  # the base itself: answered with its baseline
     code_c, copy = service.submit("output/copy")
-    shutil.copytree(tiny_model, out / "prompt")
+    (ws / "code" / "train.py").write_text("step = 2\n")
+    shutil.copytree(tiny_model, out / "prompt")  # other files: evaluated
     config = json.loads((out / "prompt" / "generation_config.json").read_text())
     (out / "prompt" / "generation_config.json").write_text(json.dumps(config | {
         "temperature": 0.7, "do_sample": True}))
     code_p, prompt = service.submit("output/prompt")
     bad_code, bad = service.submit("output/missing")
-    assert (code_a, code_b, code_c, code_p, bad_code) == (200, 200, 200, 200, 404)
+    assert (code_c, code_p, bad_code) == (200, 200, 404)
+    assert copy["cached"] and not prompt["cached"]
 
     ledger = list(iter_jsonl(service.ledger.path))
     repo = tmp_path / "run" / "code.git"
     tags = recording.tags(repo)
-    for entry in ledger[:4]:
+    for entry in ledger[:2]:
         assert entry["code_commit"] == tags[f"submission-{entry['submission_id']}"]
-        assert entry["artifact_bytes"] > 0
-    assert "code_commit" not in ledger[4]  # rejected before anything was accepted
+    assert "code_commit" not in ledger[2]  # rejected before anything was accepted
     assert recording.read_files(repo, tags["submission-1"], ["code/train.py"]) == {
         "code/train.py": "step = 1\n"}
     assert "+step = 2" in recording.diff(repo, tags["submission-1"], tags["submission-2"])
     events = [e for e in iter_jsonl(tmp_path / "run" / "events.jsonl")
               if e["kind"] == "submission" and e["valid"]]
-    assert [e["code_commit"] for e in events] == [e["code_commit"] for e in ledger[:4]]
-
-    assert ledger[0]["artifact_bytes"] == artifact_bytes(out / "a")
+    assert [e["code_commit"] for e in events] == [e["code_commit"] for e in ledger[:2]]
+    assert ledger[1]["artifact_bytes"] == artifact_bytes(out / "prompt") > 0
 
 
 @pytest.fixture(scope="module")
