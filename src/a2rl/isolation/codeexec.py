@@ -18,7 +18,7 @@ process ending, or a call unanswered for ``call_timeout_s`` fails the program; t
 sticky, so a test that swallows it still fails. One candidate process serves every call of one
 program and is killed after it. The checker alone writes the verdict, on a pipe the candidate
 never holds; the two share no frames, globals, builtins, modules, random state or nonce, only
-the calls pipe and the replies pipe. Their programs are the files of ``a2rl.isolation.runner``
+the calls pipe and the replies pipe. Their programs are the files of ``a2rl.isolation.sandboxed``
 (``candidate.py``, ``checker.py``), run as source text.
 
 Isolation (``isolation="bwrap"``, the default), for both processes: bubblewrap with new pid,
@@ -85,7 +85,7 @@ from a2rl.isolation.bwrap import (
 )
 from a2rl.isolation.pipes import Streams, job_bytes
 from a2rl.isolation.procs import kill_group, kill_namespace_init
-from a2rl.isolation.runner import CANDIDATE_SOURCE, CHECKER_SOURCE
+from a2rl.isolation.sandboxed import CANDIDATE_SOURCE, CHECKER_SOURCE
 
 ISOLATIONS = ("bwrap", "none")
 STATUSES = ("passed", "failed", "timeout", "no_verdict")

@@ -199,7 +199,7 @@ def serve_and_run_agent(cell: Cell, service: GradingService, description: str
         env = agent_env(cfg, sandbox, f"unix:{sandbox.grader_dir_view}/grader.sock",
                         server.http_url, token, cfg.budget.time_limit_s)
         command, env = agent_command(cell, proxy, description, env)
-        outcome = run_agent(cell, command, env, proxy)
+        outcome = run_in_sandbox(cell, command, env, proxy)
         service.wait_idle()
         record_final_code(service.recorder, cell.events, outcome.exit_code)
     return outcome, proxy
@@ -215,8 +215,8 @@ def agent_command(cell: Cell, proxy: Optional[LLMProxy], description: str,
     return command, env
 
 
-def run_agent(cell: Cell, command: list[str], env: dict[str, str],
-              proxy: Optional[LLMProxy]) -> ProcessOutcome:
+def run_in_sandbox(cell: Cell, command: list[str], env: dict[str, str],
+                   proxy: Optional[LLMProxy]) -> ProcessOutcome:
     """Start the clock and run the agent in its sandbox until it exits or a budget ends."""
     cfg, clock, events = cell.cfg, cell.clock, cell.events
     argv = cell.sandbox.command(command, env)

@@ -1,4 +1,4 @@
-"""The programs of a code check (a2rl.isolation.runner), imported as modules: the checker's side
+"""The programs of a code check (a2rl.isolation.sandboxed), imported as modules: the checker's side
 of the calls protocol, driven over real pipes by a scripted candidate, and the assembled
 sources the sandboxes run."""
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from a2rl.isolation import plaindata, runner
+from a2rl.isolation import plaindata, sandboxed
 from a2rl.isolation.plaindata import decode, encode, read_frame, write_frame
-from a2rl.isolation.runner import candidate, checker, common
+from a2rl.isolation.sandboxed import candidate, checker, common
 
 LIMIT = 1 << 20
 
@@ -81,17 +81,17 @@ def test_the_candidate_sends_what_it_cannot_encode_as_unsendable(pipes):
     assert kind == "unsendable" and "object" in text
 
 
-@pytest.mark.parametrize("part", runner.PARTS)
+@pytest.mark.parametrize("part", sandboxed.PARTS)
 def test_each_source_is_plaindata_common_and_its_part_in_one_program(part):
     module = {"candidate": candidate, "checker": checker}[part]
     texts = [Path(m.__file__).read_text() for m in (plaindata, common, module)]
-    source = runner.source(part)
+    source = sandboxed.source(part)
     assert source == "".join(texts)
-    assert source == {"candidate": runner.CANDIDATE_SOURCE,
-                      "checker": runner.CHECKER_SOURCE}[part]
+    assert source == {"candidate": sandboxed.CANDIDATE_SOURCE,
+                      "checker": sandboxed.CHECKER_SOURCE}[part]
     compile(source, f"<{part}>", "exec")  # one program: no __future__ import in the middle
 
 
 def test_an_unknown_part_is_refused():
     with pytest.raises(ValueError, match="expected one of"):
-        runner.source("grader")
+        sandboxed.source("grader")

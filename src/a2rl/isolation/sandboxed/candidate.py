@@ -11,7 +11,7 @@ import os
 
 if __name__ != "__main__":
     from a2rl.isolation.plaindata import decode, encode, read_frame, write_frame
-    from a2rl.isolation.runner.common import describe, read_job
+    from a2rl.isolation.sandboxed.common import describe, read_job
 
 
 def _send(fd, message):

@@ -12,7 +12,7 @@ import time
 
 if __name__ != "__main__":
     from a2rl.isolation.plaindata import NotPlainData, decode, encode, read_frame, write_frame
-    from a2rl.isolation.runner.common import describe, read_job
+    from a2rl.isolation.sandboxed.common import describe, read_job
 
 
 class InvalidReply(BaseException):
