@@ -271,10 +271,11 @@ def bench_submission(model_dir: Path, task, prepared, inference, scratch: Path) 
     clock = BudgetClock(24 * 3600)
     clock.start()
     service = GradingService(
-        GraderSettings(task=TASK, split="test", baseline=None, max_submissions=10),
-        workspace=workspace, store=run / "store", ledger=Ledger(run / "ledger.jsonl"),
-        base_model=workspace / "base_model", evaluate=evaluate, clock=clock,
-        events=EventLog(run / "events.jsonl", clock), mirror=workspace / "scores.json")
+        GraderSettings(task=TASK, split="test", baseline=None, max_submissions=10,
+                       workspace=workspace, store=run / "store",
+                       base_model=workspace / "base_model", mirror=workspace / "scores.json"),
+        evaluate=evaluate, ledger=Ledger(run / "ledger.jsonl"), clock=clock,
+        events=EventLog(run / "events.jsonl", clock))
     service.submit = watch.wrap("server", service.submit)
     service._record = watch.wrap("record", service._record)
     socket_dir = Path(tempfile.mkdtemp(prefix="a2rl-bench-sock-"))  # AF_UNIX paths are short

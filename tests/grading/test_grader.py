@@ -63,12 +63,12 @@ def make_service(tmp_path, ws, tiny_model, evaluator, clock=None, max_submission
     run = tmp_path / "run"
     clock = clock or BudgetClock(600)
     clock.start()
-    return GradingService(GraderSettings(task="t", split="test", baseline=25.0,
-                                         max_submissions=max_submissions),
-                          workspace=ws, store=run / "store", ledger=Ledger(run / "ledger.jsonl"),
-                          base_model=tiny_model, evaluate=evaluator, clock=clock,
-                          events=EventLog(run / "events.jsonl", clock),
-                          mirror=ws / "scores.json", alias="/workspace", evals=run / "evals")
+    settings = GraderSettings(task="t", split="test", baseline=25.0,
+                              max_submissions=max_submissions, workspace=ws,
+                              store=run / "store", base_model=tiny_model, alias="/workspace",
+                              mirror=ws / "scores.json", evals=run / "evals")
+    return GradingService(settings, evaluate=evaluator, ledger=Ledger(run / "ledger.jsonl"),
+                          clock=clock, events=EventLog(run / "events.jsonl", clock))
 
 
 @pytest.fixture
@@ -274,7 +274,7 @@ def test_eval_time_can_be_excluded_from_budget():
 
 
 def test_copy_of_base_model_is_answered_with_the_baseline(run_env, tiny_model):
-    from a2rl.models.provision import content_hash
+    from a2rl.models.hf_folder import content_hash
     tmp_path, ws = run_env
     evaluator = ForwardPassScore()
     service = make_service(tmp_path, ws, tiny_model, evaluator)

@@ -113,6 +113,7 @@ def summarize(cfg: RunConfig, layout: Layout,
               integrity: dict[str, Any] | None = None) -> RunSummary:
     """The summary of one run (nothing written). ``integrity``: the result of
     ``a2rl.analysis.integrity.check_run``; when None, the run's integrity.json if there is one."""
+    from a2rl.analysis.lineage import artifact_lineage, read_transcript
     from a2rl.grading import recording
 
     paths = layout.run(cfg.task.id, cfg.agent.name, cfg.driver.name, cfg.seed)
@@ -121,7 +122,7 @@ def summarize(cfg: RunConfig, layout: Layout,
     baseline_record = _read_json(layout.baseline(cfg.task.id))
     ledger = read_ledger(paths.ledger)
     events = list(iter_jsonl(paths.events))
-    transcript = recording.read_transcript(paths.transcript)
+    transcript = read_transcript(paths.transcript)
     if integrity is None:
         integrity = _read_json(paths.integrity)
 
@@ -141,8 +142,8 @@ def summarize(cfg: RunConfig, layout: Layout,
     base_dir = paths.workspace / "base_model"
     if not base_dir.is_dir():
         base_dir = Layout.from_paths(cfg.paths).base_model(cfg.task.model)
-    lineage = recording.artifact_lineage(ledger, paths.store, base_dir if base_dir.is_dir()
-                                         else None, (baseline_record or {}).get("model_hash"))
+    lineage = artifact_lineage(ledger, paths.store, base_dir if base_dir.is_dir() else None,
+                               (baseline_record or {}).get("model_hash"))
     parents = {a["artifact_hash"]: a["parent"] for a in lineage}
     revisions = recording.commits(paths.code_repo)
     final_commit = recording.tags(paths.code_repo).get("final") if revisions else None

@@ -335,7 +335,7 @@ class RunSummary(CellRecord):
     submissions: Submissions
     process: ProcessMetrics
     route: dict[str, Any]  # a2rl.analysis.routes
-    lineage: list[dict[str, Any]]  # a2rl.grading.recording.artifact_lineage
+    lineage: list[dict[str, Any]]  # a2rl.analysis.lineage.artifact_lineage
     code: dict[str, Any]  # {"repo", "final_commit", "revisions"} (a2rl.grading.recording)
     llm: dict[str, Any] | None  # a2rl.llm.proxy.llm_totals plus latency_s
     cost_usd: Number | None

@@ -1,6 +1,7 @@
 """Taking a submitted folder out of the agent's reach: resolve its path inside the workspace,
 copy it (following only links that stay inside the workspace) and content-hash the copy; then
-score the stored copy (``score_artifact``, for the grader and for the final grade alike).
+score the stored copy (``score_artifact``, for the grader and for the final grade alike);
+``artifact_bytes`` sizes a stored one.
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ import shutil
 import time
 import uuid
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
-from a2rl.models.provision import InvalidSubmission, content_hash, materialize_submission
+from a2rl.models.hf_folder import content_hash
+from a2rl.models.submission import InvalidSubmission, materialize_submission
 
 MAX_LINK_HOPS = 40
 # evaluate(model_dir) -> EvalResult-like object with .score .stderr .n (a2rl.task.base)
@@ -153,3 +155,11 @@ def _copy_tree(resolver: WorkspaceResolver, src: Path, dest: Path, max_bytes: in
             raise SubmissionRejected(
                 f"{entry.relative_to(src.parent)} is neither a file nor a folder (broken link?)")
     return total
+
+
+def artifact_bytes(folder: Path) -> Optional[int]:
+    """The bytes of the regular files in ``folder`` (None when it is not a folder)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return None
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())

@@ -7,18 +7,13 @@ unix socket (reachable from a sandbox without network) and on 127.0.0.1:<free po
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import json
-import shutil
-import socket
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
@@ -31,52 +26,60 @@ from a2rl.grading.artifacts import (
     Evaluator,
     SubmissionRejected,
     WorkspaceResolver,
+    artifact_bytes,
     copy_artifact,
     resolve_submission,
     score_artifact,
 )
 from a2rl.grading.ledger import Ledger
-from a2rl.grading.recording import CodeRecorder, artifact_bytes
-from a2rl.models.provision import InvalidSubmission
+from a2rl.grading.recording import CodeRecorder
+from a2rl.llm.loopback import LoopbackServer
+from a2rl.models.submission import InvalidSubmission
 
 
 @dataclass
 class GraderSettings:
+    """What one run's grader grades, where, and against what."""
+
     task: str
     split: str  # "test" or "validation": what feedback scores are computed on
     baseline: Optional[float]
     max_submissions: int
+    workspace: Path  # the agent's workspace: submitted paths are resolved in it
+    store: Path  # where accepted artifacts are copied, out of the agent's reach
+    base_model: Path  # what an adapter is merged into and a tokenizer is copied from
     max_artifact_bytes: int = 64 * 2**30
     # the base model's content hash and its scores on ``split``: an unchanged copy of the base
     # is answered with the baseline instead of being evaluated again
     base_hash: Optional[str] = None
     base_scored: Optional[dict[str, Any]] = None
+    alias: str = "/workspace"  # the workspace as the agent sees it (absolute paths it submits)
+    mirror: Optional[Path] = None  # scores.json in the workspace, rewritten after each one
+    # per-item results of every evaluated submission (outside the workspace: they name the
+    # sealed items), so submissions can be compared item by item after the run
+    evals: Optional[Path] = None
 
 
 class GradingService:
     """One run's grader. Thread-safe: evaluations run one at a time, others wait their turn."""
 
-    def __init__(self, settings: GraderSettings, workspace: Path, store: Path, ledger: Ledger,
-                 base_model: Path, evaluate: Evaluator, clock: BudgetClock, events: EventLog,
-                 mirror: Optional[Path] = None, alias: str = "/workspace",
-                 recorder: Optional[CodeRecorder] = None, evals: Optional[Path] = None):
+    def __init__(self, settings: GraderSettings, evaluate: Evaluator, ledger: Ledger,
+                 clock: BudgetClock, events: EventLog, recorder: Optional[CodeRecorder] = None):
         self.settings = settings
-        self.resolver = WorkspaceResolver(workspace, alias)
-        self.store = Path(store)
+        self.resolver = WorkspaceResolver(settings.workspace, settings.alias)
+        self.store = Path(settings.store)
         self.store.mkdir(parents=True, exist_ok=True)
         self.ledger = ledger
-        self.base_model = Path(base_model)
+        self.base_model = Path(settings.base_model)
         self.evaluate = evaluate
         self.clock = clock
         self.events = events
-        self.mirror = mirror
+        self.mirror = settings.mirror
         self.recorder = recorder  # snapshots the agent's code at each accepted submission
-        # per-item results of every evaluated submission (outside the workspace: they name the
-        # sealed items), so submissions can be compared item by item after the run
-        self.evals = Path(evals) if evals is not None else None
+        self.evals = Path(settings.evals) if settings.evals is not None else None
         self._turn = threading.Lock()
-        if mirror is not None:
-            self.ledger.write_mirror(mirror, settings.baseline)
+        if self.mirror is not None:
+            self.ledger.write_mirror(self.mirror, settings.baseline)
 
     # -- public -------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
@@ -207,12 +210,6 @@ class GradingService:
         with self._turn:
             pass
 
-    def discard_unselected(self, keep: set[str]) -> None:
-        """Free disk: drop stored artifacts other than ``keep`` (hashes)."""
-        for entry in self.store.iterdir():
-            if entry.is_dir() and entry.name not in keep:
-                shutil.rmtree(entry, ignore_errors=True)
-
 
 def create_app(service: GradingService, token: str) -> FastAPI:
     app = FastAPI(title="a2rl grader", docs_url=None, redoc_url=None, openapi_url=None)
@@ -255,15 +252,14 @@ def create_app(service: GradingService, token: str) -> FastAPI:
 
 
 class GradingServer:
-    """Serves a GradingService on a unix socket and on 127.0.0.1 (free port) in a thread."""
+    """Serves a GradingService on a unix socket (``url``, for the sandbox) and on 127.0.0.1
+    (``http_url``) from a thread."""
 
     def __init__(self, service: GradingService, token: str, socket_path: Path):
         self.service = service
         self.token = token
         self.socket_path = Path(socket_path)
-        self.port: Optional[int] = None
-        self._server: Optional[uvicorn.Server] = None
-        self._thread: Optional[threading.Thread] = None
+        self._server = LoopbackServer(create_app(service, token), "a2rl-grader", self.socket_path)
 
     @property
     def url(self) -> str:
@@ -271,38 +267,20 @@ class GradingServer:
 
     @property
     def http_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self._server.url
+
+    @property
+    def port(self) -> Optional[int]:
+        return self._server.port
 
     def start(self) -> "GradingServer":
-        self.socket_path.unlink(missing_ok=True)
-        uds = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        uds.bind(str(self.socket_path))
-        self.socket_path.chmod(0o666)
-        tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        tcp.bind(("127.0.0.1", 0))
-        self.port = tcp.getsockname()[1]
-        config = uvicorn.Config(create_app(self.service, self.token), log_level="warning",
-                                access_log=False, timeout_graceful_shutdown=5)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=lambda: asyncio.run(self._server.serve(sockets=[uds, tcp])),
-            name="a2rl-grader", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 30
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the grading server did not start within 30 s")
-            time.sleep(0.05)
+        self._server.start()
         self.service.events.emit("grader_start", socket=str(self.socket_path), port=self.port)
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-            self._thread.join(timeout=30)
+        if self._server.stop():
             self.service.events.emit("grader_stop")
-        self.socket_path.unlink(missing_ok=True)
 
     def __enter__(self) -> "GradingServer":
         return self.start()

@@ -38,20 +38,23 @@ import yaml
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from a2rl.llm.loopback import LoopbackServer
+from a2rl.llm.parse import conversation_of
+from a2rl.llm.render import (
+    count_tokens_answer,
+    estimate_tokens,
+    render_error,
+    render_json,
+    render_sse,
+)
 from a2rl.llm.wire import (
     GEMINI,
     OPENAI_CHAT,
     ToolCall,
     Turn,
-    conversation_of,
-    count_tokens_answer,
-    estimate_tokens,
     is_counting,
     is_streaming,
     protocol_of,
-    render_error,
-    render_json,
-    render_sse,
 )
 
 # shell tools of the agent CLIs, in the order they are preferred
@@ -241,8 +244,6 @@ class ReplayServer:
     a driver gives its provider (OpenAI-style clients add /v1)."""
 
     def __init__(self, script: ReplayScript, model: str = "replay"):
-        from a2rl.llm.proxy import LoopbackServer
-
         self.backend = ReplayBackend(script, model)
         self._server = LoopbackServer(create_app(self.backend), "a2rl-replay")
 

@@ -102,7 +102,7 @@ def file_hash(path: Path) -> str:
 def measure_baseline(cfg: RunConfig) -> dict[str, Any]:
     """Score the base model on the sealed split(s); writes results/baseline/{task.id}/baseline.json
     (cached by task, model hash and split hash; never cached when it failed)."""
-    from a2rl.models.provision import content_hash
+    from a2rl.models.hf_folder import content_hash
     layout = layout_of(cfg)
     task = load_task_of(cfg)
     prepared = layout.prepared(cfg.task.id)
@@ -213,7 +213,7 @@ def summarize_run(cfg: RunConfig) -> RunSummary:
 def export_model(cfg: RunConfig) -> Path:
     """Copy (hard-link) the selected artifact to results/models/{task}/{agent}/{driver}/seed{k}/
     (model/ and selected.json), where DVC tracks it."""
-    from a2rl.grading.recording import export_selected
+    from a2rl.analysis.lineage import export_selected
     run = run_paths(cfg)
     dest = layout_of(cfg).selected_model(cfg.task.id, cfg.agent.name, cfg.driver.name, cfg.seed)
     export_selected(run.final, run.store, dest)
