@@ -33,7 +33,7 @@ from a2rl.grading.artifacts import (
 )
 from a2rl.grading.ledger import Ledger
 from a2rl.grading.recording import CodeRecorder
-from a2rl.llm.loopback import LoopbackServer
+from a2rl.llm.loopback import LoopbackServer, Served
 from a2rl.models.submission import InvalidSubmission
 
 
@@ -251,7 +251,7 @@ def create_app(service: GradingService, token: str) -> FastAPI:
     return app
 
 
-class GradingServer:
+class GradingServer(Served):
     """Serves a GradingService on a unix socket (``url``, for the sandbox) and on 127.0.0.1
     (``http_url``) from a thread."""
 
@@ -281,9 +281,3 @@ class GradingServer:
     def stop(self) -> None:
         if self._server.stop():
             self.service.events.emit("grader_stop")
-
-    def __enter__(self) -> "GradingServer":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()

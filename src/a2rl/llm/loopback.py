@@ -10,7 +10,7 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Self
 
 import uvicorn
 
@@ -87,3 +87,27 @@ class LoopbackServer:
         tcp.bind(("127.0.0.1", 0))
         self.port = tcp.getsockname()[1]
         return tcp
+
+
+class Served:
+    """What a service running on a LoopbackServer (``self._server``) offers: its url, start, stop
+    and ``with``. Services that announce their start or stop override those."""
+
+    _server: LoopbackServer
+
+    @property
+    def url(self) -> str:
+        return self._server.url
+
+    def start(self) -> Self:
+        self._server.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.stop()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

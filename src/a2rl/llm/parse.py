@@ -100,6 +100,20 @@ def to_chat_request(protocol: str, body: dict[str, Any], model: str,
     return request
 
 
+def _chat_turn(role: str, texts: list[str], calls: list[dict[str, Any]],
+               keep_empty: bool) -> list[dict[str, Any]]:
+    """One turn's text parts and tool calls as Chat Completions messages: an assistant message
+    (kept even when empty with ``keep_empty``, as Anthropic turns are), or a user message."""
+    if role == "assistant":
+        if not (texts or calls or keep_empty):
+            return []
+        entry: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
+        if calls:
+            entry["tool_calls"] = calls
+        return [entry]
+    return [{"role": "user", "content": "\n".join(texts)}] if texts else []
+
+
 def _anthropic_to_chat(body: dict[str, Any]):
     messages: list[dict[str, Any]] = []
     system = _text_of(body.get("system"))
@@ -125,13 +139,7 @@ def _anthropic_to_chat(body: dict[str, Any]):
                     result = f"[error] {result}"
                 messages.append({"role": "tool", "tool_call_id": block["tool_use_id"],
                                  "content": result})
-        if role == "assistant":
-            entry: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
-            if calls:
-                entry["tool_calls"] = calls
-            messages.append(entry)
-        elif texts:
-            messages.append({"role": "user", "content": "\n".join(texts)})
+        messages += _chat_turn(role, texts, calls, keep_empty=True)
     tools = [_chat_tool(t["name"], t.get("description", ""), t.get("input_schema"))
              for t in body.get("tools") or [] if "input_schema" in t]
     return messages, tools, body.get("max_tokens"), body.get("temperature")
@@ -191,13 +199,7 @@ def _gemini_to_chat(body: dict[str, Any]):
                 call_id = answer.get("id") or (ids.pop(0) if ids else new_id("call_"))
                 messages.append({"role": "tool", "tool_call_id": call_id,
                                  "content": json.dumps(answer.get("response"))})
-        if role == "assistant" and (texts or calls):
-            entry: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
-            if calls:
-                entry["tool_calls"] = calls
-            messages.append(entry)
-        elif texts:
-            messages.append({"role": "user", "content": "\n".join(texts)})
+        messages += _chat_turn(role, texts, calls, keep_empty=False)
     tools = [_chat_tool(d["name"], d.get("description", ""),
                         d.get("parametersJsonSchema") or d.get("parameters"))
              for t in body.get("tools") or [] for d in t.get("functionDeclarations") or []]

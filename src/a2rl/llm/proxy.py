@@ -55,7 +55,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from a2rl.common.files import append_jsonl, iter_jsonl, utc_now
 from a2rl.common.layout import RunPaths
-from a2rl.llm.loopback import LoopbackServer
+from a2rl.llm.loopback import LoopbackServer, Served
 from a2rl.llm.parse import to_chat_request, turn_of_chat
 from a2rl.llm.render import count_tokens_answer, render_error, render_json, render_sse
 from a2rl.llm.upstream import ProxyError, ProxySettings, upstream_headers, upstream_url
@@ -342,7 +342,7 @@ def create_app(settings: ProxySettings, log: CallLog, dummy_key: str) -> FastAPI
     return app
 
 
-class LLMProxy:
+class LLMProxy(Served):
     """One run's proxy: ``url`` for the agent, ``dummy_key`` its only accepted key,
     ``exhausted`` true once a budget is used up."""
 
@@ -354,22 +354,5 @@ class LLMProxy:
         self._server = LoopbackServer(create_app(settings, self.log, dummy_key), "a2rl-proxy")
 
     @property
-    def url(self) -> str:
-        return self._server.url
-
-    @property
     def exhausted(self) -> bool:
         return self.log.exhausted
-
-    def start(self) -> "LLMProxy":
-        self._server.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.stop()
-
-    def __enter__(self) -> "LLMProxy":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()

@@ -38,7 +38,7 @@ import yaml
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from a2rl.llm.loopback import LoopbackServer
+from a2rl.llm.loopback import LoopbackServer, Served
 from a2rl.llm.parse import conversation_of
 from a2rl.llm.render import (
     count_tokens_answer,
@@ -239,7 +239,7 @@ def create_app(backend: ReplayBackend) -> FastAPI:
     return app
 
 
-class ReplayServer:
+class ReplayServer(Served):
     """A ReplayBackend served on 127.0.0.1 (free port) from a thread; ``url`` is the base URL
     a driver gives its provider (OpenAI-style clients add /v1)."""
 
@@ -247,19 +247,3 @@ class ReplayServer:
         self.backend = ReplayBackend(script, model)
         self._server = LoopbackServer(create_app(self.backend), "a2rl-replay")
 
-    @property
-    def url(self) -> str:
-        return self._server.url
-
-    def start(self) -> "ReplayServer":
-        self._server.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.stop()
-
-    def __enter__(self) -> "ReplayServer":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
