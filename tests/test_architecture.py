@@ -7,6 +7,7 @@ import ast
 from pathlib import Path
 
 import pytest
+
 from checkout import REPO
 
 SRC = REPO / "src" / "a2rl"

@@ -29,10 +29,6 @@ def cell_key(cell: dict) -> tuple:
     return cell["task"], cell["agent"], cell["driver"], cell["seed"]
 
 
-def cell_key(cell: dict) -> tuple:
-    return cell["task"], cell["agent"], cell["driver"], cell["seed"]
-
-
 def planned_cells(output: str) -> list[dict]:
     return [{**m.groupdict(), "seed": int(m["seed"])} for m in RUN_AGENT_JOB.finditer(output)]
 
