@@ -57,7 +57,7 @@ from a2rl.common.files import append_jsonl, iter_jsonl, utc_now
 from a2rl.common.layout import RunPaths
 from a2rl.llm.loopback import LoopbackServer, Served
 from a2rl.llm.parse import to_chat_request, turn_of_chat
-from a2rl.llm.render import count_tokens_answer, render_error, render_json, render_sse
+from a2rl.llm.render import count_tokens_answer, render_error, turn_response
 from a2rl.llm.upstream import ProxyError, ProxySettings, upstream_headers, upstream_url
 from a2rl.llm.wire import (
     GEMINI,
@@ -331,13 +331,7 @@ def create_app(settings: ProxySettings, log: CallLog, dummy_key: str) -> FastAPI
         turn.model = settings.model
         log.record(**fields, status=200, outcome="ok", usage=usage_of(OPENAI_CHAT, answer),
                    latency_s=round(time.monotonic() - started, 3))
-        if stream:
-            return StreamingResponse(render_sse(protocol, turn),
-                                     media_type="text/event-stream")
-        if protocol == GEMINI and request.query_params.get("alt") == "sse":
-            return Response(b"".join(render_sse(protocol, turn)),
-                            media_type="text/event-stream")
-        return JSONResponse(render_json(protocol, turn))
+        return turn_response(protocol, turn, stream, request.query_params.get("alt") == "sse")
 
     return app
 

@@ -11,6 +11,8 @@ import time
 from collections.abc import Iterator
 from typing import Any, Optional
 
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
 from a2rl.llm.wire import (
     ANTHROPIC,
     GEMINI,
@@ -230,3 +232,15 @@ def count_tokens_answer(protocol: str, body: dict[str, Any]) -> dict[str, Any]:
 
 def estimate_tokens(text: str) -> int:
     return max(1, len(text) // 4)
+
+
+def turn_response(protocol: str, turn: Turn, stream: bool, gemini_sse: bool,
+                  include_usage: bool = True) -> Response:
+    """The HTTP answer carrying ``turn``: an event stream when the request streams, the same
+    events in one body for Gemini's ``alt=sse``, else one JSON object."""
+    if stream:
+        return StreamingResponse(render_sse(protocol, turn, include_usage),
+                                 media_type="text/event-stream")
+    if protocol == GEMINI and gemini_sse:
+        return Response(b"".join(render_sse(protocol, turn)), media_type="text/event-stream")
+    return JSONResponse(render_json(protocol, turn))

@@ -36,7 +36,7 @@ from typing import Any, Optional
 
 import yaml
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse
 
 from a2rl.llm.loopback import LoopbackServer, Served
 from a2rl.llm.parse import conversation_of
@@ -44,11 +44,9 @@ from a2rl.llm.render import (
     count_tokens_answer,
     estimate_tokens,
     render_error,
-    render_json,
-    render_sse,
+    turn_response,
 )
 from a2rl.llm.wire import (
-    GEMINI,
     OPENAI_CHAT,
     ToolCall,
     Turn,
@@ -226,15 +224,10 @@ def create_app(backend: ReplayBackend) -> FastAPI:
         except ReplayScriptError as err:
             return JSONResponse(render_error(protocol, 400, str(err),
                                              "invalid_request_error"), 400)
-        if is_streaming(protocol, path, body):
-            include_usage = protocol != OPENAI_CHAT or bool(
-                (body.get("stream_options") or {}).get("include_usage"))
-            return StreamingResponse(render_sse(protocol, turn, include_usage),
-                                     media_type="text/event-stream")
-        if protocol == GEMINI and request.query_params.get("alt") == "sse":
-            return Response(b"".join(render_sse(protocol, turn)),
-                            media_type="text/event-stream")
-        return JSONResponse(render_json(protocol, turn))
+        include_usage = protocol != OPENAI_CHAT or bool(
+            (body.get("stream_options") or {}).get("include_usage"))
+        return turn_response(protocol, turn, is_streaming(protocol, path, body),
+                             request.query_params.get("alt") == "sse", include_usage)
 
     return app
 
