@@ -9,6 +9,7 @@
     a2rl narrate --driver NAME [OVERRIDES...] optional LLM-written narrative of one run
     a2rl doctor [--json] [grid=NAME] [OVERRIDES...]
                                             can this machine run the grid? (a2rl.doctor)
+    a2rl score alpacaeval --annotations FILE AlpacaEval 2.0 metrics of judge annotations
     a2rl submit PATH | a2rl status          inside a workspace: talk to this run's grader
 
 OVERRIDES are Hydra's (``task=gsm8k budget=ci task.params.test_size=50``); see conf/.
@@ -56,6 +57,9 @@ commands:
   narrate --driver NAME [OVERRIDES...]
                                    an LLM-written narrative.md of one run through the driver
                                    conf/driver/NAME.yaml (optional; never used by summaries)
+  score alpacaeval --annotations FILE
+                                   AlpacaEval 2.0's metrics (LC win rate...) of an alpaca_eval
+                                   annotations file, as one JSON object
   doctor [--json] [grid=NAME] [OVERRIDES...]
                                    check this machine for a grid (default smoke) in about a
                                    minute: sandbox, agents' Python, model, precision, timed
@@ -285,6 +289,19 @@ def _doctor(args: list[str]) -> int:
     return doctor(args)
 
 
+# ---- score alpacaeval --annotations (issue 13) -------------------------------------------------
+# A separate hook so that it merges cleanly with the general `a2rl score TASK --replies FILE`:
+# the logic lives in the task (a2rl_tasks.alpacaeval.score); this only routes to it.
+def _score_alpacaeval_annotations(args: list[str]) -> int | None:
+    """``a2rl score alpacaeval --annotations FILE ...``; None when ``args`` are not that."""
+    if len(args) >= 1 and args[0] == "alpacaeval" and any(
+            a == "--annotations" or a.startswith("--annotations=") for a in args[1:]):
+        from a2rl_tasks.alpacaeval.score import main as score_annotations
+
+        return score_annotations(args[1:])
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
@@ -297,6 +314,10 @@ def main(argv: list[str] | None = None) -> int:
         return client.main(argv)
     if command == "run":
         return _run_app(rest)
+    if command == "score":
+        answered = _score_alpacaeval_annotations(rest)
+        if answered is not None:
+            return answered
     handlers = {"stage": _stage, "leaderboard": _leaderboard, "report": _report,
                 "narrate": _narrate, "doctor": _doctor}
     if command not in handlers:

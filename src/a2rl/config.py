@@ -219,7 +219,7 @@ class GridConfig:
     seeds: list[int] = field(default_factory=lambda: [0])
     # agents that need no LLM always run with driver "none", whatever `drivers` says
     reference_agents: list[str] = field(
-        default_factory=lambda: ["noop", "sft", "grpo", "sft_grpo"])
+        default_factory=lambda: ["noop", "sft", "dpo", "grpo", "sft_grpo"])
     # agents that only make sense on some tasks (sft_grpo needs an environment): agent -> tasks;
     # an entry for an agent the grid does not run is ignored (grid.agents may be overridden)
     agent_tasks: dict[str, list[str]] = field(default_factory=dict)

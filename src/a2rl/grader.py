@@ -31,9 +31,19 @@ from a2rl.ledger import Ledger
 from a2rl.models import InvalidSubmission, materialize_submission
 from a2rl.recording import CodeRecorder, artifact_bytes
 from a2rl.records import write_json_atomic
+from a2rl.task import GradingUnavailable
 
 # evaluate(model_dir) -> EvalResult-like object with .score .stderr .n .seconds
 Evaluator = Callable[[Path], Any]
+
+
+class GradingFailed(RuntimeError):
+    """The evaluator raised GradingUnavailable (e.g. the judge is down): recorded as
+    ``judge_failed``, with what is known of the submission (``extra``)."""
+
+    def __init__(self, message: str, extra: dict[str, Any]):
+        super().__init__(message)
+        self.extra = extra
 
 
 @dataclass
@@ -97,6 +107,11 @@ class GradingService:
             except InvalidSubmission as err:
                 status = getattr(err, "status", 422)
                 return status, self._reject(model_path, str(err), status)
+            except GradingFailed as err:
+                return 503, self._reject(model_path, f"grading failed (not your submission's "
+                                                     f"fault; it does not count): {err}", 503,
+                                         extra={"status": "judge_failed",
+                                                "infrastructure_failure": True, **err.extra})
             except Exception as err:  # a harness fault must not take the server down
                 return 500, self._reject(model_path, f"internal grader error: "
                                                      f"{type(err).__name__}: {err}", 500)
@@ -123,6 +138,9 @@ class GradingService:
         started = time.monotonic()
         try:
             result = self.evaluate(model_dir)
+        except GradingUnavailable as err:
+            self.clock.add_eval_time(time.monotonic() - started)
+            raise GradingFailed(str(err), extra | {"artifact_hash": digest}) from err
         except Exception as err:
             raise InvalidSubmission(f"the model could not be evaluated: "
                                     f"{type(err).__name__}: {err}") from err
@@ -130,6 +148,9 @@ class GradingService:
         self.clock.add_eval_time(seconds)
         scored = {"score": round(result.score, 4), "stderr": round(result.stderr, 4),
                   "n": result.n, "eval_seconds": round(seconds, 3)}
+        usage = getattr(result, "usage", None)
+        if usage:  # a judge's calls and cost, kept apart from the agent's LLM spending
+            extra = extra | {"grading_usage": dict(usage)}
         answer = self._record(model_path, digest, scored, cached=False, extra=extra)
         self._keep_details(answer["submission_id"], digest, result)
         return answer
@@ -191,16 +212,21 @@ class GradingService:
             "submissions_left": self.submissions_left(),
             "time_left_s": round(self.clock.time_left(), 1)}
 
-    def _reject(self, model_path: object, message: str, status: int) -> dict[str, Any]:
+    def _reject(self, model_path: object, message: str, status: int,
+                extra: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+        """Record an unscored submission. ``extra["status"]`` ``judge_failed`` marks a grading
+        infrastructure failure (like every invalid entry, it does not use up a submission)."""
         shown = model_path if isinstance(model_path, (str, int, float, type(None))) \
             else repr(model_path)[:200]
         entry = self.ledger.append({"model_path": shown, "valid": False, "error": message,
                                     "status_code": status,
-                                    "elapsed_s": round(self.clock.elapsed(), 3)})
+                                    "elapsed_s": round(self.clock.elapsed(), 3),
+                                    **(extra or {})})
         self._after(entry)
-        return {"error": message, "submission_id": entry["submission_id"],
-                "submissions_left": self.submissions_left(),
-                "time_left_s": round(self.clock.time_left(), 1)}
+        answer = {"error": message, "submission_id": entry["submission_id"],
+                  "submissions_left": self.submissions_left(),
+                  "time_left_s": round(self.clock.time_left(), 1)}
+        return answer | ({"status": entry["status"]} if "status" in entry else {})
 
     def _after(self, entry: dict[str, Any]) -> None:
         if self.mirror is not None:

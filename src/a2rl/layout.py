@@ -3,12 +3,14 @@
 results/
   prepared/{task}/            train data (agent-visible) and sealed/ splits (never in a workspace)
   cache/baseline/{key}.json   baseline scores, keyed by (task, model hash, test split hash)
+  cache/tasks/{task}/         a task's own grading cache (e.g. judge verdicts, judge.sqlite)
   runs/{task}/{agent}/{driver}/seed{seed}/
       workspace/              what the agent sees (description.md, data/, base_model/, code/,
                               output/, scores.json)
       store/{sha256}/         submitted artifacts, copied and hashed before evaluation
       ledger.jsonl events.jsonl agent.log final.json summary.md summary.json
       llm_calls.jsonl transcript.jsonl agent/   LLM calls (a2rl.proxy), the agent CLI's transcript
+      judge_calls.jsonl       calls of an API judge while grading (never the agent's spending)
       code.git/               the agent's code at each submission and at the end (a2rl.recording)
       integrity.json          contamination and tamper checks (a2rl.integrity)
   models/{task}/{agent}/{driver}/seed{seed}/   each run's selected artifact, tracked by DVC
@@ -115,6 +117,11 @@ class RunPaths:
         return self.root / "llm_calls.jsonl"
 
     @property
+    def judge_calls(self) -> Path:
+        """One line per call the grader made to an API judge (a2rl.proxy format)."""
+        return self.root / "judge_calls.jsonl"
+
+    @property
     def transcript(self) -> Path:
         """The agent CLI's own structured transcript, as JSON lines (a2rl.agent_stacks)."""
         return self.root / "transcript.jsonl"
@@ -144,6 +151,9 @@ class Layout:
 
     def baseline_cache(self, key: str) -> Path:
         return self.results / "cache" / "baseline" / f"{key}.json"
+
+    def task_cache(self, task: str) -> Path:
+        return self.results / "cache" / "tasks" / task
 
     def run(self, task: str, agent: str, driver: str, seed: int) -> RunPaths:
         return RunPaths(self.results / "runs" / task / agent / driver / f"seed{seed}")

@@ -128,6 +128,7 @@ def execute(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pat
                         link_model=cfg.sandbox == "bwrap")
     if cfg.sandbox == "none":
         (run.workspace.parent / "home").mkdir(exist_ok=True)
+    task.grading_calls = run.judge_calls  # an API judge logs here, apart from llm_calls
     service = GradingService(
         GraderSettings(task=cfg.task.id, split=split_name, baseline=split_baseline,
                        max_submissions=cfg.budget.max_submissions,
@@ -181,8 +182,26 @@ def execute(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pat
                                            "stack_version": cfg.agent.version}
     if proxy is not None:
         record |= {"driver_model": proxy.settings.model, "llm": llm_totals(run.root)}
+    grading = grading_totals(service.ledger.entries)
+    if grading:
+        record["grading_usage"] = grading
     write_json_atomic(run.run_json, record)
     return record
+
+
+def grading_totals(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """Sum of what grading cost (a judge's calls, tokens, USD) over the ledger, and how many
+    submissions a grading failure (judge_failed) left unscored; {} when grading cost nothing
+    countable (no judge)."""
+    totals: dict[str, Any] = {}
+    for entry in entries:
+        for key, value in (entry.get("grading_usage") or {}).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                totals[key] = round(totals.get(key, 0) + value, 6)
+    failed = sum(1 for e in entries if e.get("status") == "judge_failed")
+    if failed:
+        totals["judge_failed_submissions"] = failed
+    return totals
 
 
 def record_final_code(recorder: CodeRecorder, events: EventLog, exit_code) -> None:

@@ -44,7 +44,9 @@ def base_model_dir(cfg: RunConfig) -> Path:
 
 def load_task_of(cfg: RunConfig):
     from a2rl.task import load_task
-    return load_task(cfg.task, Path(cfg.paths.root) / cfg.paths.data)
+    task = load_task(cfg.task, Path(cfg.paths.root) / cfg.paths.data)
+    task.layout = layout_of(cfg)
+    return task
 
 
 def prepare_task(cfg: RunConfig, reuse: bool = False) -> PreparedTaskPaths:

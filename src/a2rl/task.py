@@ -13,11 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from a2rl.config import InferenceConfig, TaskConfig
-from a2rl.layout import PreparedTaskPaths
+from a2rl.layout import Layout, PreparedTaskPaths
 
 
 class TaskNotImplemented(RuntimeError):
     """The grid names a task whose implementation does not exist yet."""
+
+
+class GradingUnavailable(RuntimeError):
+    """Grading could not be done for a reason outside the submission (a judge outage, a used-up
+    judge budget). The grader records the submission as ``judge_failed`` and does not count it
+    against the agent's submissions; a stage that must have a score fails."""
 
 
 @dataclass
@@ -28,6 +34,9 @@ class EvalResult:
     seconds: float = 0.0
     records: list[dict[str, Any]] = field(default_factory=list)
     breakdown: dict[str, float] = field(default_factory=dict)
+    # what grading cost outside the model (a judge's calls, tokens, USD); kept apart from the
+    # agent's own LLM spending
+    usage: dict[str, Any] = field(default_factory=dict)
 
     @property
     def n(self) -> int:
@@ -48,8 +57,9 @@ class EvalResult:
         return 100.0 * math.sqrt(var / self.n)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"score": self.score, "stderr": self.stderr, "n": self.n,
-                "seconds": self.seconds, "breakdown": self.breakdown}
+        out = {"score": self.score, "stderr": self.stderr, "n": self.n,
+               "seconds": self.seconds, "breakdown": self.breakdown}
+        return out | ({"usage": self.usage} if self.usage else {})
 
 
 class Task(ABC):
@@ -58,6 +68,12 @@ class Task(ABC):
     def __init__(self, cfg: TaskConfig, data_root: Path):
         self.cfg = cfg
         self.data_root = Path(data_root)
+        # set by the harness (a2rl.stages.load_task_of): where models and caches live, for a
+        # task that needs more than its data to grade (a judge model, cached judge verdicts)
+        self.layout: Layout | None = None
+        # set by the runner for the agent phase: where calls to paid services made while
+        # grading (an API judge) are logged, apart from the agent's llm_calls.jsonl
+        self.grading_calls: Path | None = None
 
     @property
     def name(self) -> str:
