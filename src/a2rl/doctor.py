@@ -257,6 +257,9 @@ def plan_cell(cfg: RunConfig, rates: Rates, tokenizer) -> CellPlan:
     name = f"{cfg.task.id}/{cfg.agent.name}/{cfg.driver.name}/seed{cfg.seed}"
     budget = cfg.budget.time_limit_s
     evaluation, how = eval_seconds(cfg, rates, prepared, tokenizer)
+    if cfg.agent.name == "dpo":  # sampling + DPO rounds: no step-time model of them yet
+        return CellPlan(name, budget, None, "DPO rounds until the budget ends (sampling and "
+                        "steps not predicted)", budget)
     if cfg.agent.name not in SFT_STEPS:
         verdict = ("submits the base model at once" if cfg.agent.name == "noop" else
                    "not a reference agent: its plan is the LLM's own")
