@@ -298,9 +298,10 @@ def test_snakemake_ci_grid_leaderboard(ci_grid):
     results = ci_grid / "results"
     with (results / "leaderboard.csv").open() as fh:
         table = list(csv.DictReader(fh))
-    # the ci grid's second task, the household games, is on the board too
+    # the ci grid's other tasks, the household games and AlpacaEval, are on the board too
     assert {(r["task"], r["level"], r["agent"]) for r in table if r["task"] != TASK} == \
-        {("household", "L3", agent) for agent in AGENTS}
+        {(task, level, agent) for task, level in (("household", "L3"), ("alpacaeval", "L2"))
+         for agent in AGENTS}
     rows = {row["agent"]: row for row in table if row["task"] == TASK}
     assert set(AGENTS) <= set(rows)
     for agent in AGENTS:
@@ -420,7 +421,8 @@ def test_doctor_checks_the_machine_and_plans_each_cell(repo_copy):
     report = json.loads(result.stdout)
     assert all(c["ok"] for c in report["checks"]), report["checks"]
     cells = {c["cell"] for c in report["cells"]}
-    assert cells == {f"{t}/{a}/none/seed0" for t in (TASK, "household") for a in AGENTS}
+    assert cells == {f"{t}/{a}/none/seed0" for t in (TASK, "household", "alpacaeval")
+                     for a in AGENTS}
     assert report["hardware"]["precision"]["inference"] == "fp32"
     assert report["rates"]["train_s_per_token"] > 0 and report["seconds"] < 60
     assert all(c["first_submission_s"] is not None for c in report["cells"])
