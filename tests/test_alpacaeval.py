@@ -386,6 +386,20 @@ def test_empty_and_undecodable_replies_lose_without_a_judge_call(tiny_model, tmp
     assert [r["empty"] for r in result.records] == [True] * 4 + [False] * 2
     assert result.usage["calls"] == 4  # two replies, both orders
     assert result.breakdown["empty_pct"] == pytest.approx(100 * 4 / 6)
+    # the empty ones count as losses in the LC win rate too: the GLM does not excuse them as
+    # "just short", and a submission of nothing but empty replies scores 0, not 50
+    assert [r["glm_preference"] for r in result.records[:4]] == [0.0] * 4
+    nothing = task.score_replies(items, [""] * len(items))
+    assert (nothing.score, nothing.usage["calls"]) == (0.0, 0)
+
+
+def test_a_glm_fit_needs_two_outcomes():
+    from a2rl_tasks.alpacaeval.metric import compute_metrics
+
+    rows = [{"index": i, "instruction": "x", "output_1": "a" * (10 + i), "output_2": "b" * i,
+             "generator_1": "gpt4_1106_preview", "generator_2": "m", "preference": 1.0}
+            for i in range(20)]
+    assert compute_metrics(rows, "length_controlled_minimal")["length_controlled_winrate"] == 0.0
 
 
 def test_a_judge_outage_is_judge_failed_and_does_not_use_a_submission(tiny_model, tmp_path):

@@ -148,6 +148,10 @@ class LocalHFJudge(Judge):
         self.model = AutoModelForCausalLM.from_pretrained(
             self.model_dir, dtype=torch_dtype(precision)).to(self.device).eval()
         self.answer_ids = [self._single_token(t) for t in (FIRST, SECOND)]
+        # beyond its context a model's logits mean nothing: keep the prompt's end (the task
+        # statement and the answer cue are there)
+        self.max_input_tokens = max_input_tokens or getattr(
+            self.model.config, "max_position_embeddings", None)
         from a2rl.models import content_hash
         self.id = f"local:{content_hash(self.model_dir)[:16]}"
 
@@ -169,7 +173,6 @@ class LocalHFJudge(Judge):
             prompt = "\n\n".join(m["content"] for m in messages) + "\n"
         ids = encode_prompt(self.tokenizer, prompt)
         if self.max_input_tokens and len(ids) > self.max_input_tokens:
-            # keep the end: the task statement and the answer cue are there
             ids = ids[-self.max_input_tokens:]
         return ids
 

@@ -29,7 +29,7 @@ import logging
 import math
 import sys
 import types
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -145,33 +145,62 @@ def annotations_frame(rows: list[dict[str, Any]]):
 
 
 def compute_metrics(rows: list[dict[str, Any]], glm: str = "length_controlled_v1",
-                    hub_files: Mapping[str, str | Path] | None = None) -> dict[str, Any]:
+                    hub_files: Mapping[str, str | Path] | None = None,
+                    losses: Sequence[bool] | None = None) -> dict[str, Any]:
     """win_rate, standard_error, n_total, avg_length (of output_2, characters) and the GLM's
     length_controlled_winrate and lc_standard_error for annotations ``rows`` (alpaca_eval's
     format: instruction, output_1 = baseline, output_2 = model, generator_1, generator_2,
-    preference in [1, 2]). ``glm_preferences`` holds the GLM's per-row predicted preference
-    (P(model better), so their mean x 100 is the LC win rate), None when the model is the
-    baseline itself. Raises MissingHubFile when the GLM needs a file it cannot get."""
-    import tempfile
+    preference in [1, 2]). ``glm_preferences`` holds the per-row predicted preference
+    (P(model better)); their mean x 100 is the LC win rate.
 
+    ``losses[i]`` marks a row that loses outright (an empty reply): it counts in the raw win
+    rate, and in the LC win rate as 0, but it is not fitted by the GLM, which would otherwise
+    put its loss down to its length and forgive it. Raises MissingHubFile when the GLM needs a
+    file it cannot get."""
     if glm not in GLMS:
         raise ValueError(f"glm={glm!r}; expected one of {GLMS}")
     metrics = alpaca_eval_metrics()
     frame = annotations_frame(rows)
     out = _plain(metrics.get_winrate(frame))
     out["avg_length"] = int(frame["output_2"].str.len().mean())
+    lost = [bool(x) for x in (losses or [False] * len(frame))]
+    fitted = frame[[not x for x in lost]].copy()
+    predicted = iter(_glm_preferences(fitted, glm, hub_files) if len(fitted) else [])
+    glm_preferences = [0.0 if x else next(predicted) for x in lost]
+    out["length_controlled_winrate"] = 100.0 * sum(glm_preferences) / len(glm_preferences)
+    out["lc_standard_error"] = _sem(glm_preferences)
+    out["glm"] = glm
+    out["glm_preferences"] = glm_preferences
+    return out
+
+
+def _glm_preferences(frame, glm: str, hub_files: Mapping[str, str | Path] | None
+                     ) -> list[float]:
+    """alpaca_eval's GLM prediction for each row at zero length difference. When every row has
+    the same preference there is nothing to fit (sklearn would see one class and answer 0.5
+    for all), and with fewer rows than the GLM's cross-validation folds it cannot be fitted:
+    then each row keeps its preference (the LC win rate is the raw one)."""
+    import tempfile
+
+    preferences = frame["preference"].astype(float)
+    folds = _glm_module().GLM_INFO[glm]["kwargs"].get("n_splits", 0)
+    if preferences.nunique() <= 1 or len(frame) < folds:
+        return [float(p) - 1.0 if p else 0.5 for p in preferences]
     with tempfile.TemporaryDirectory(prefix="a2rl-glm-") as tmp:
         stand_in = {} if glm in NEEDS_DIFFICULTY else {
             "df_gamed.csv": _neutral_df_gamed(Path(tmp), [int(i) for i in frame.index])}
         with hub_files_from(hub_files or {}, stand_in), _quiet_glm():
-            lc = _glm_module().get_length_controlled_winrate(
+            _glm_module().get_length_controlled_winrate(
                 frame, glm_name=glm, save_weights_dir=None, is_warn_extreme_changes=False)
-    out["length_controlled_winrate"] = float(lc["length_controlled_winrate"])
-    se = lc.get("lc_standard_error")
-    out["lc_standard_error"] = None if se is None or math.isnan(se) else float(se)
-    out["glm"] = glm
-    out["glm_preferences"] = [float(x) for x in frame["glm_preference"]]
-    return out
+    return [float(x) for x in frame["glm_preference"]]
+
+
+def _sem(values: list[float]) -> float | None:
+    n = len(values)
+    if n < 2:
+        return None
+    mean = sum(values) / n
+    return 100.0 * math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n)
 
 
 @contextlib.contextmanager

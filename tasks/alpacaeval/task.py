@@ -188,7 +188,8 @@ class AlpacaEvalTask(Task):
                             "p_model_first": p_model_first,
                             "cached": bool(i in fwd and fwd[i].cached),
                             "preference": preference})
-        metrics = compute_metrics(rows, self.params.lc_glm, self._hub_files())
+        metrics = compute_metrics(rows, self.params.lc_glm, self._hub_files(),
+                                  losses=[r["empty"] for r in records])
         for record, glm in zip(records, metrics["glm_preferences"], strict=True):
             record["glm_preference"] = glm
         return JudgedResult(
