@@ -238,6 +238,30 @@ def test_published_annotations_reproduce_the_leaderboards_win_rate(tmp_path):
             float(row["length_controlled_winrate"]), abs=0.1)
 
 
+def test_every_published_model_in_the_data_folder_reproduces_its_row():
+    """With the fuller data ($A2RL_DATA or ../shared, which CI has): each model's published
+    annotations give its leaderboard win rate and standard error; without it, nothing to do
+    beyond the in-repo fixture above."""
+    import csv
+
+    root = Path(os.environ.get("A2RL_DATA") or REPO.parent / "shared" / "data") / "alpacaeval"
+    board = root / "leaderboard" / "weighted_alpaca_eval_gpt4_turbo_leaderboard.csv"
+    annotations = sorted((root / "results").glob("*/weighted_alpaca_eval_gpt4_turbo/"
+                                                 "annotations.json"))
+    if not board.is_file():
+        return
+    with board.open() as fh:
+        rows = {r[""]: r for r in csv.DictReader(fh)}
+    for path in annotations:
+        row = rows[path.parent.parent.name]
+        out = score_annotations(path)
+        assert out["win_rate"] == pytest.approx(float(row["win_rate"]), abs=1e-9), path
+        assert out["standard_error"] == pytest.approx(float(row["standard_error"]), abs=1e-9)
+        assert (out["n_total"], out["avg_length"]) == (int(row["n_total"]),
+                                                       int(row["avg_length"]))
+    assert len(annotations) >= 1
+
+
 def test_score_command_prints_one_json_object(tmp_path):
     path, row = published_annotations(tmp_path)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
