@@ -81,7 +81,7 @@ class FakeJudgeServer:
             if failing:
                 return JSONResponse({"error": {"message": "upstream overloaded"}}, 500)
             first, second = re.findall(r'"output": """(.*?)"""',
-                                       body["messages"][-1]["content"], re.S)
+                                       body["messages"][-1]["content"], re.DOTALL)
             lp_m, lp_M = (-0.1, -2.5) if len(first) > len(second) else (-2.5, -0.1)
             return JSONResponse({
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": "m"},
@@ -94,7 +94,7 @@ class FakeJudgeServer:
 
         self.server = LoopbackServer(app, "fake-judge")
 
-    def __enter__(self) -> FakeJudgeServer:
+    def __enter__(self) -> FakeJudgeServer:  # noqa: PYI034
         self.server.start()
         return self
 
@@ -429,9 +429,8 @@ def test_a_glm_fit_needs_two_outcomes():
 def test_a_judge_outage_is_judge_failed_and_does_not_use_a_submission(tiny_model, tmp_path):
     """The grader over its real socket, the task's evaluate with an HTTP judge that is down for
     the first submission's calls and back for the second."""
-    from test_grader import make_service, post, put_model
-
     from a2rl.grader import GradingServer
+    from test_grader import make_service, post, put_model
 
     ws = tmp_path / "run" / "workspace"
     for area in ("output", "code", "data"):

@@ -45,7 +45,7 @@ from a2rl.task import GradingUnavailable
 
 TEMPLATE_FILE = Path(__file__).with_name("judge_template.txt")
 FIRST, SECOND = "m", "M"  # the template's identifiers of output_1 and output_2
-_TURN = re.compile(r"<\|im_start\|>(system|user)\n(.*?)\n?<\|im_end\|>", re.S)
+_TURN = re.compile(r"<\|im_start\|>(system|user)\n(.*?)\n?<\|im_end\|>", re.DOTALL)
 
 
 class JudgeFailed(GradingUnavailable):

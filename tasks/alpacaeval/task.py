@@ -23,8 +23,17 @@ from a2rl.layout import PreparedTaskPaths
 from a2rl.records import iter_jsonl, write_jsonl_atomic
 from a2rl.task import EvalResult, Task
 
-from .judge import CachedJudge, HttpSettings, JudgeUsage, LocalHFJudge, OpenAIJudge, Pair, \
-    ProxiedJudge, VerdictCache, template_text
+from .judge import (
+    CachedJudge,
+    HttpSettings,
+    JudgeUsage,
+    LocalHFJudge,
+    OpenAIJudge,
+    Pair,
+    ProxiedJudge,
+    VerdictCache,
+    template_text,
+)
 from .metric import REFERENCE_GENERATOR, compute_metrics
 from .params import AlpacaEvalParams
 from .sources import alpaca_rows, instruction_key, load_eval_set, split_eval_set

@@ -27,7 +27,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import DPOConfig, DPOTrainer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sft_train import StopBeforeDeadline, to_example  # noqa: E402
+from sft_train import StopBeforeDeadline, to_example
 
 
 def prompt_and_target(row):
