@@ -6,8 +6,8 @@ round. Works on any task whose training rows have targets (prompt/completion,
 question/answer or messages).
 
 Budget: as ``sft`` (``plan``): each round ends by the budget's end less ``A2RL_RESERVE_S``;
-a later round runs only if a quarter of its steps fit at the speed measured so far (sampling
-included); without any trained checkpoint the base model is submitted.
+a later round runs only if a quarter of the last round's time (sampling included) is left;
+without any trained checkpoint the base model is submitted.
 
 Settings (environment): A2RL_DPO_STEPS (steps per round, 20), A2RL_DPO_BATCH (4),
 A2RL_DPO_LR (5e-6), A2RL_DPO_BETA (0.1), A2RL_DPO_LORA (0/1), A2RL_DPO_MAX_ROUNDS (3),
@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from plan import deadline, run_until, submit, submit_base_model, trained_steps
+from plan import deadline, run_round, submit, submit_base_model
 from plan import log as plan_log
 
 HERE = Path(__file__).resolve().parent
@@ -57,15 +57,7 @@ def train_round(ws: Path, model: str, out: Path, steps: int, offset: int, until:
            "--temperature", str(setting("TEMPERATURE", 0.8, float)),
            "--seed", os.environ.get("A2RL_SEED", "0"), "--offset", str(offset),
            "--deadline", f"{until:.1f}"] + (["--lora"] if setting("LORA", 0) == 1 else [])
-    code = run_until(cmd, until, ws / "code")
-    report = trained_steps(out) if code == 0 else None
-    if code is None:
-        log(f"training was still running at the deadline and was stopped ({out.name})")
-    elif report is None:
-        log(f"training failed (exit code {code})")
-    elif report.get("stopped"):
-        log(f"{out.name}: {report['stopped']}")
-    return report
+    return run_round("dpo", cmd, until, ws, out)
 
 
 def main() -> int:

@@ -14,10 +14,8 @@ Deadline: with ``--deadline`` (Unix time) sampling stops early when it has used 
 time left, and training stops after the last step that ends before the deadline; the model
 trained so far is saved. ``train_log.json`` in the output folder reports what was done.
 """
-import argparse
 import json
 import os
-import random
 import sys
 import time
 
@@ -27,7 +25,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import DPOConfig, DPOTrainer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sft_train import StopBeforeDeadline, to_example
+from sft_train import StopBeforeDeadline, round_rows, to_example
+from sft_train import arguments as sft_arguments
 
 
 def prompt_and_target(row):
@@ -86,37 +85,21 @@ def training_config(a, precision, steps):
 
 
 def arguments():
-    p = argparse.ArgumentParser()
-    p.add_argument("--model", required=True)
-    p.add_argument("--data", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--batch", type=int, default=4)
-    p.add_argument("--lr", type=float, default=5e-6)
+    """sft_train's options (model, data, out, steps, batch, lr, max-len, lora, seed, offset,
+    precision, deadline) with DPO's defaults, and DPO's own."""
+    p = sft_arguments()
+    p.set_defaults(batch=4, lr=5e-6, max_len=768)
     p.add_argument("--beta", type=float, default=0.1)
-    p.add_argument("--max-len", type=int, default=768)
     p.add_argument("--sample-tokens", type=int, default=128,
                    help="max new tokens of each sampled (rejected) reply")
     p.add_argument("--temperature", type=float, default=0.8)
-    p.add_argument("--lora", action="store_true")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--offset", type=int, default=0)
-    p.add_argument("--precision", choices=("bf16", "fp32"),
-                   default=os.environ.get("A2RL_PRECISION", "fp32"))
-    p.add_argument("--deadline", type=float, default=0.0,
-                   help="Unix time by which training must end (0: none)")
     return p
 
 
 def main():
     a = arguments().parse_args()
     torch.manual_seed(a.seed)
-    with open(a.data) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    random.Random(a.seed).shuffle(rows)
-    need = a.steps * a.batch
-    start = (a.offset * need) % max(1, len(rows))
-    picked = [rows[(start + i) % len(rows)] for i in range(need)]
+    picked = round_rows(a)
     tokenizer = AutoTokenizer.from_pretrained(a.model)
     model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32)
     began = time.time()

@@ -22,8 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from plan import SFT_BATCH, SFT_MAX_LEN, SFT_STEPS, deadline, run_until, submit
-from plan import submit_base_model, trained_steps
+from plan import SFT_BATCH, SFT_MAX_LEN, SFT_STEPS, deadline, run_round, submit, submit_base_model
 from plan import log as plan_log
 
 TRAIN_SCRIPT = Path(__file__).resolve().with_name("sft_train.py")
@@ -54,16 +53,7 @@ def train_round(ws: Path, model: str, out: Path, steps: int, offset: int, until:
            "--max-len", str(setting("MAX_LEN", SFT_MAX_LEN)),
            "--seed", os.environ.get("A2RL_SEED", "0"), "--offset", str(offset),
            "--deadline", f"{until:.1f}"] + (["--lora"] if lora else [])
-    code = run_until(cmd, until, ws / "code")
-    report = trained_steps(out) if code == 0 else None
-    if code is None:
-        log(f"training was still running at the deadline and was stopped ({out.name})")
-    elif report is None:
-        log(f"training failed (exit code {code})")
-    elif report.get("stopped"):
-        log(f"{out.name}: stopped early by the {report['stopped']} "
-            f"({report['step_s']:.1f}s a step)")
-    return report
+    return run_round("sft", cmd, until, ws, out)
 
 
 def steps_that_fit(until: float, step_s: float, overhead_s: float) -> int:
