@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from plan import (SFT_BATCH, SFT_MAX_LEN, SFT_STEPS, deadline, run_round, submit,
-                  submit_base_model)
+from plan import SFT_BATCH, SFT_MAX_LEN, SFT_STEPS, deadline, run_round, submit
+from plan import submit_base_model
 from plan import log as plan_log
 
 TRAIN_SCRIPT = Path(__file__).resolve().with_name("sft_train.py")
