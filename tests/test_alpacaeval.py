@@ -127,6 +127,17 @@ def test_paper_config_seals_all_805_and_judges_with_gpt4_turbo_through_the_api()
     assert p.lc_glm == "length_controlled_v1" and p.max_new_tokens == 512
 
 
+def test_gpt52_ranking_judge_is_an_alternative_config():
+    p = AlpacaEvalParams.from_dict(compose(["task=alpacaeval_gpt52"]).task.params)
+    assert (p.judge.kind, p.judge.driver, p.judge.answer) == ("api", "gpt_5_2", "text")
+    body = OpenAIJudge(HttpSettings(base_url="http://x/v1", model="gpt-5.2", answer="text",
+                                    max_tokens=2048)).request_body(PAIRS[0])
+    assert "logprobs" not in body and body["max_completion_tokens"] == 2048
+    with FakeJudgeServer() as fake:  # it always says "m": a hard verdict for the first
+        verdict = OpenAIJudge(http_settings(fake.url, answer="text")).judge(PAIRS[:1])[0]
+    assert verdict.p_first == 1.0
+
+
 def test_smoke_config_is_the_offline_variant_with_the_local_judge():
     p = AlpacaEvalParams.from_dict(compose(["grid=smoke", "task=alpacaeval"]).task.params)
     assert (p.eval_source, p.train_source, p.judge.kind) == ("bundled", "split", "local")
