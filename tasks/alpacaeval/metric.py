@@ -205,12 +205,23 @@ def _sem(values: list[float]) -> float | None:
 
 @contextlib.contextmanager
 def _quiet_glm() -> Iterator[None]:
-    """sklearn's convergence chatter and alpaca_eval's logging would flood a grader log."""
+    """sklearn's convergence warnings would flood a grader log, and liblinear prints its own
+    warnings from C to file descriptor 1, where `a2rl score` writes its JSON: send fd 1 to
+    stderr while the GLM is fitted."""
+    import os
     import warnings
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _plain(values: Mapping[str, Any]) -> dict[str, Any]:
