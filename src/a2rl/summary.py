@@ -32,7 +32,9 @@ summary.json::
               "files"}]},
      "llm": {"calls", "failed_calls", "input_tokens", "output_tokens", "cached_input_tokens",
              "cost_usd", "usage_missing", "budget_exhausted", "models", "latency_s"} | null,
-     "cost_usd", "integrity": {"contamination": {...}, "tamper": {...}} | null,
+     "cost_usd", "grading_usage": {"calls", "cache_hits", "retries", "input_tokens",
+                                   "output_tokens", "cost_usd", ...} | null,
+     "integrity": {"contamination": {...}, "tamper": {...}} | null,
      "failures": [{"kind", "message", "elapsed_s", "excerpt"}],
      "timeline": [{"elapsed_s", "kind", ...details}], "files": {...}}
 
@@ -48,7 +50,8 @@ that did not go down); ``budget_used`` (agent seconds / time limit); ``deadline_
 limit minus the last submission's time); ``copy_of_base`` (valid submissions equal to the base).
 ``llm`` totals llm_calls.jsonl (``a2rl.proxy.llm_totals``, plus the summed latency);
 ``cost_usd`` is its cost, 0 for a run without a driver, null when a driver ran but no calls were
-recorded. The route of a submission reads the code at its commit and the transcript's records
+recorded. ``grading_usage`` is what grading cost (a judge's calls, from run.json), kept apart
+from the agent's ``cost_usd``. The route of a submission reads the code at its commit and the transcript's records
 up to its time (records without a time are read for every submission).
 """
 
@@ -376,6 +379,8 @@ def summarize(cfg: RunConfig, layout: Layout,
                  "final_commit": final_commit, "revisions": revisions},
         "llm": llm,
         "cost_usd": cost,
+        # what grading cost (a judge's calls): never part of the agent's cost_usd
+        "grading_usage": (run or {}).get("grading_usage") or None,
         "integrity": integrity,
         "failures": failures_of(items, events, run, paths.agent_log),
         "timeline": timeline,
@@ -589,6 +594,13 @@ def render_markdown(summary: dict[str, Any]) -> str:
                           _cell(llm["input_tokens"]),
                           _cell(llm["output_tokens"]), f"{llm['cost_usd']:.4f}",
                           _fmt(llm["latency_s"], 1), _cell(", ".join(llm["models"]))]])
+
+    grading = s.get("grading_usage")
+    if grading:
+        lines += ["", "## Grading usage (the judge; not the agent's cost)", ""]
+        keys = [k for k in ("calls", "cache_hits", "retries", "input_tokens", "output_tokens",
+                            "cost_usd", "judge_failed_submissions") if k in grading]
+        lines += _table(keys, [[_cell(grading[k]) for k in keys]])
 
     lines += ["", "## Timeline", ""]
     if s["timeline"]:
