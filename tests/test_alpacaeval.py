@@ -428,6 +428,32 @@ def test_empty_and_undecodable_replies_lose_without_a_judge_call(tiny_model, tmp
     assert (nothing.score, nothing.usage["calls"]) == (0.0, 0)
 
 
+def test_the_lc_glm_reads_its_hub_file_from_a_local_copy_or_names_it(tmp_path):
+    """AlpacaEval 2.0's GLM needs df_gamed.csv: missing offline, the error names it; given a
+    local copy (here a synthetic one: the plumbing, not the numbers), alpaca_eval's GLM runs
+    on it, regularised towards its "gamed" rows."""
+    import random
+
+    from a2rl_tasks.alpacaeval.metric import MissingHubFile, compute_metrics
+
+    rng = random.Random(0)
+    rows = [{"index": i, "instruction": f"q{i}", "output_1": "a" * rng.randint(200, 2000),
+             "output_2": "b" * rng.randint(10, 900), "generator_1": "gpt4_1106_preview",
+             "generator_2": "m", "preference": rng.choice([1.0, 1.2, 1.7, 2.0])}
+            for i in range(40)]
+    with pytest.raises(MissingHubFile, match="df_gamed.csv"):
+        compute_metrics(rows, "length_controlled_v1")
+    gamed = tmp_path / "df_gamed.csv"
+    lines = ["model,index,preference,std_delta_len,instruction_difficulty,not_gamed_baseline"]
+    lines += [f"gamed_{k},{i},{rng.random():.3f},{rng.uniform(-1, 1):.3f},"
+              f"{(i % 7) / 7 - 0.5:.3f},False" for k in (1, 2) for i in range(40)]
+    gamed.write_text("\n".join(lines) + "\n")
+    out = compute_metrics(rows, "length_controlled_v1", {"df_gamed.csv": gamed})
+    assert 0.0 < out["length_controlled_winrate"] < 100.0
+    with pytest.raises(MissingHubFile, match="does not exist"):
+        compute_metrics(rows, "length_controlled_v1", {"df_gamed.csv": tmp_path / "nope.csv"})
+
+
 def test_a_glm_fit_needs_two_outcomes():
     from a2rl_tasks.alpacaeval.metric import compute_metrics
 
