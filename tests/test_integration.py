@@ -35,6 +35,7 @@ TASK = "gsm8k_arith"
 AGENTS = ("noop", "sft")
 CI_TEST_SIZE = 16  # conf/grid_task/ci_gsm8k_arith.yaml: task.params.test_size
 CI_HOUSEHOLD_GAMES = 4  # conf/grid_task/ci_household.yaml: task.params.test_games
+CI_ALPACAEVAL_ITEMS = 8  # conf/grid_task/ci_alpacaeval.yaml: task.params.test_size
 WORKSPACE_ENTRIES = {"description.md", "data", "base_model", "code", "output", "scores.json"}
 TIMEOUT_S = 600
 
@@ -262,6 +263,30 @@ def test_snakemake_ci_grid_household_cell(ci_grid, agent):
     if agent == "sft":
         assert all(e["equals_base"] is False for e in ledger)
         assert evaluated
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_snakemake_ci_grid_alpacaeval_cell(ci_grid, agent):
+    """The L2 cell of the ci grid (the tiny model judging itself): references only for the
+    training instructions, each evaluated submission's replies and both judge verdicts kept,
+    the judge's usage in the ledger and run.json, a resubmission answered from the cache."""
+    run_root = ci_grid / "results" / "runs" / "alpacaeval" / agent / "none" / "seed0"
+    sealed = read_jsonl(ci_grid / "results" / "prepared" / "alpacaeval" / "sealed" /
+                        "test.jsonl")
+    assert len(sealed) == CI_ALPACAEVAL_ITEMS
+    train = (run_root / "workspace" / "data" / "train.jsonl").read_text()
+    assert not [x for x in sealed if json.dumps(x["instruction"])[1:-1] in train]
+    ledger = read_jsonl(run_root / "ledger.jsonl")
+    assert ledger and all(e["valid"] and e["n"] == CI_ALPACAEVAL_ITEMS for e in ledger)
+    for entry in (e for e in ledger if not e["cached"]):
+        details = read_json(run_root / "evals" / f"{entry['submission_id']}.json")
+        assert all({"output", "p_ref_first", "p_model_first", "preference"} <= set(r)
+                   for r in details["records"])
+        usage = entry["grading_usage"]
+        assert usage["calls"] + usage["cache_hits"] == 2 * CI_ALPACAEVAL_ITEMS - sum(
+            2 * r["empty"] for r in details["records"])
+    if agent == "sft":
+        assert read_json(run_root / "run.json")["grading_usage"]["calls"] >= 1
 
 
 @pytest.mark.parametrize("agent", AGENTS)
