@@ -5,13 +5,13 @@
     python scripts/bench_core.py --tiny --n 8 --batch-size 4 --max-new-tokens 8   # quick check
 
 1. Generation: the same N sealed gsm8k_arith test prompts (chat-formatted as the grader does),
-   greedy, through ``a2rl.inference.HFGenerator`` batched (``--batch-size``) and one prompt at a
+   greedy, through ``a2rl.task.inference.HFGenerator`` batched (``--batch-size``) and one prompt at a
    time, interleaved batch by batch (see ``bench_generation``); tokens/s, prompts/s, their
    ratio (also per round and per CPU second), and how many completions differ. Counts come from
    the token ids generate() returned: a row's new tokens run up to and including its first end
    of sequence token; "decode slots" are rows x decoding steps of each generate() call, so
    ``decode_efficiency`` = new tokens / slots shows what padding and early-stopped rows cost.
-2. One submission through a real GradingService + GradingServer (unix socket, a2rl.client),
+2. One submission through a real GradingService + GradingServer (unix socket, a2rl.grading.client),
    the base model copied into output/, evaluated by the task's own ``evaluate`` on the same N
    items. The POST's wall time is split into HTTP round trip, copy + hash, materialize,
    evaluation, ledger + mirror + event, and the rest (path checks, lock, cache look-up);
@@ -72,7 +72,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def compose_task_config(args: argparse.Namespace):
     """The gsm8k_arith cell with the benchmark's test size and decoding length, and the HF
     inference settings it measures."""
-    from a2rl.compose import compose
+    from a2rl.config.compose import compose
 
     cfg = compose([f"task={TASK}", f"++task.params.test_size={args.n}",
                    f"++task.params.max_new_tokens={args.max_new_tokens}"])
@@ -83,9 +83,9 @@ def compose_task_config(args: argparse.Namespace):
 
 
 def base_model(args: argparse.Namespace, cfg, scratch: Path) -> Path:
-    from a2rl.config import ModelConfig
-    from a2rl.models import build_tiny_model, prepare_base_model
-    from a2rl.stages import prepare_model
+    from a2rl.config.types import ModelConfig
+    from a2rl.models.provision import build_tiny_model, prepare_base_model
+    from a2rl.pipeline.stages import prepare_model
 
     if args.tiny:
         return build_tiny_model(scratch / "tiny")
@@ -172,7 +172,7 @@ def bench_generation(model_dir: Path, prompts: list[str], inference) -> dict[str
     that drifts steadily both modes see the same mean load). The rounds are the batches
     HFGenerator itself forms over all prompts (longest first), so the batched mode computes
     exactly what one ``generate(prompts)`` call would."""
-    from a2rl.inference import HFGenerator, encode_prompt
+    from a2rl.task.inference import HFGenerator, encode_prompt
 
     single = dataclasses.replace(inference, batch_size=1)
     modes = {"batched": TimedMode(HFGenerator(model_dir, inference), prompts[:2]),
@@ -238,7 +238,7 @@ class Stopwatch:
 @contextlib.contextmanager
 def timing_grader_steps(watch: Stopwatch) -> Iterator[None]:
     """Time the grader's copy + hash and materialize steps where the grader looks them up."""
-    from a2rl import grader
+    from a2rl.grading import grader
 
     saved = {name: getattr(grader, name) for name in ("copy_artifact", "materialize_submission")}
     try:
@@ -251,12 +251,12 @@ def timing_grader_steps(watch: Stopwatch) -> Iterator[None]:
 
 
 def bench_submission(model_dir: Path, task, prepared, inference, scratch: Path) -> dict[str, Any]:
-    from a2rl import client
-    from a2rl.clock import BudgetClock
-    from a2rl.events import EventLog
-    from a2rl.grader import GraderSettings, GradingServer, GradingService
-    from a2rl.ledger import Ledger
-    from a2rl.workspace import provision_workspace
+    from a2rl.common.clock import BudgetClock
+    from a2rl.common.events import EventLog
+    from a2rl.grading import client
+    from a2rl.grading.grader import GraderSettings, GradingServer, GradingService
+    from a2rl.grading.ledger import Ledger
+    from a2rl.isolation.workspace import provision_workspace
 
     run = scratch / "run"
     workspace = run / "workspace"
@@ -360,11 +360,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import torch
 
-    from a2rl.hardware import describe, resolve_precision
-    from a2rl.inference import format_chat
-    from a2rl.layout import PreparedTaskPaths
-    from a2rl.records import iter_jsonl, write_json_atomic
-    from a2rl.stages import load_task_of
+    from a2rl.common.files import iter_jsonl, write_json_atomic
+    from a2rl.common.hardware import describe, resolve_precision
+    from a2rl.common.layout import PreparedTaskPaths
+    from a2rl.pipeline.stages import load_task_of
+    from a2rl.task.inference import format_chat
 
     torch.set_num_threads(args.threads)
     cfg = compose_task_config(args)

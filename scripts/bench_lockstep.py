@@ -4,8 +4,8 @@
         --max-steps 6 --threads 2 --out results/bench/lockstep.json
     python scripts/bench_lockstep.py --tiny --n 4 --max-steps 2      # quick check (tiny model)
 
-Both runs use the same model through ``a2rl.inference`` (HF batched on CPU, vLLM on GPU with
-``--backend vllm``), greedy, the household prompt, and ``a2rl.envs.play``: lockstep makes one
+Both runs use the same model through ``a2rl.task.inference`` (HF batched on CPU, vLLM on GPU with
+``--backend vllm``), greedy, the household prompt, and ``a2rl.task.envs.play``: lockstep makes one
 batched generation per step for all unfinished episodes; sequential plays each episode alone
 (batch of one). The script checks that both give the same episodes (actions and outcomes) and
 reports wall times, the speed-up ratio, success rates and the load average around each phase
@@ -42,10 +42,10 @@ def main(argv: list[str] | None = None) -> dict:
 
     from a2rl_tasks.alfworld.textworld_env import PROMPT, HouseholdEnv, load_games
 
-    from a2rl.config import InferenceConfig
-    from a2rl.envs import GeneratorPolicy, play, success_rate
-    from a2rl.hardware import describe
-    from a2rl.inference import load_generator
+    from a2rl.common.hardware import describe
+    from a2rl.config.types import InferenceConfig
+    from a2rl.task.envs import GeneratorPolicy, play, success_rate
+    from a2rl.task.inference import load_generator
 
     games_dir = Path(a.games)
     if a.make:
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> dict:
     if a.tiny:
         import tempfile
 
-        from a2rl.models import build_tiny_model
+        from a2rl.models.provision import build_tiny_model
         model = build_tiny_model(Path(tempfile.mkdtemp()) / "tiny")
     cfg = InferenceConfig(backend=a.backend, batch_size=max(1, len(games)),
                           max_new_tokens=a.max_new_tokens, torch_threads=a.threads)
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> dict:
     text = json.dumps(report, indent=1)
     print(text)
     if a.out:
-        from a2rl.records import write_text_atomic
+        from a2rl.common.files import write_text_atomic
 
         write_text_atomic(Path(a.out), text + "\n")
     return report

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from a2rl.models import build_tiny_model
+from a2rl.models.provision import build_tiny_model
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -18,7 +18,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("dest", type=Path, help="folder to write the HF model to")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything comes from the local wheel
-    from a2rl.models import convert_smollm2
+    from a2rl.models.provision import convert_smollm2
 
     print(convert_smollm2(args.dest))
 

@@ -17,9 +17,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from a2rl.agent_stacks import AgentNotInstalled, install_stack, stack_of, tools_dir
-from a2rl.compose import compose, conf_dir
-from a2rl.layout import Layout
+from a2rl.common.layout import Layout
+from a2rl.config.compose import compose, conf_dir
+from a2rl.llm.stacks import AgentNotInstalled, install_stack, stack_of, tools_dir
 
 
 def llm_agents() -> list[str]:

@@ -40,8 +40,8 @@ def load_household(overrides: list[str], prepare: bool):
     """The composed config, the task and its prepared folder. Without ``prepare`` the folder
     must exist already (``a2rl prepare``/a run made it): a probe never rewrites the test games
     another run is being compared on."""
-    from a2rl.compose import compose
-    from a2rl.stages import layout_of, load_task_of, prepare_task
+    from a2rl.config.compose import compose
+    from a2rl.pipeline.stages import layout_of, load_task_of, prepare_task
 
     cfg = compose(["task=household", *overrides])
     if prepare:
@@ -91,8 +91,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", default=None, help="write the report (JSON) here")
     a, grpo_args = ap.parse_known_args(argv)
     from a2rl.agents.grpo import GRPO_SCRIPT
-    from a2rl.hardware import describe, resolve_precision
-    from a2rl.records import write_text_atomic
+    from a2rl.common.files import write_text_atomic
+    from a2rl.common.hardware import describe, resolve_precision
 
     if not (a.start or a.tiny):
         ap.error("--start is required without --tiny")
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> dict:
     cfg, task, prepared = load_household(overrides, prepare=a.tiny)
     start = Path(a.start) if a.start else None
     if a.tiny:
-        from a2rl.models import build_tiny_model
+        from a2rl.models.provision import build_tiny_model
         start = build_tiny_model(work / "tiny")
     script = work / "grpo_train.py"
     shutil.copy(GRPO_SCRIPT, script)

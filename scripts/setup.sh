@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# bubblewrap: the agent sandbox; git: code revisions of each run (a2rl.recording);
+# bubblewrap: the agent sandbox; git: code revisions of each run (a2rl.grading.recording);
 # chromium + chromium-driver: the report's screenshots and its browser tests
 MISSING=""
 command -v bwrap >/dev/null 2>&1 || MISSING="$MISSING bubblewrap"

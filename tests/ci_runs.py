@@ -45,16 +45,16 @@ def overrides(root: Path, agent: str = "noop") -> list[str]:
 
 
 def sealed_items(root: Path) -> list[dict[str, Any]]:
-    from a2rl.config import PathsConfig
-    from a2rl.layout import Layout
-    from a2rl.records import iter_jsonl
+    from a2rl.common.files import iter_jsonl
+    from a2rl.common.layout import Layout
+    from a2rl.config.types import PathsConfig
 
     layout = Layout.from_paths(PathsConfig(root=str(root)))
     return list(iter_jsonl(layout.prepared(TASK).test))
 
 
 def cell_config(root: Path, agent: str):
-    from a2rl.compose import compose
+    from a2rl.config.compose import compose
 
     if agent == "cheater":
         cfg = compose(overrides(root, "noop"))
@@ -74,9 +74,9 @@ def cell_config(root: Path, agent: str):
 
 def build(root: Path) -> dict[str, Any]:
     """The runs under ``root``/results (built unless already there); returns where they are."""
-    from a2rl import stages
-    from a2rl.layout import Layout
-    from a2rl.leaderboard import build_leaderboard
+    from a2rl.analysis.leaderboard import build_leaderboard
+    from a2rl.common.layout import Layout
+    from a2rl.pipeline import stages
 
     root.mkdir(parents=True, exist_ok=True)
     with open(root / ".lock", "w") as lock:

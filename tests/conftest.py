@@ -43,6 +43,6 @@ def offline_single_thread():
 def tiny_model(tmp_path_factory) -> Path:
     """The tiny random Qwen2 model with its ChatML tokenizer, built once per session. Treat it as
     read-only: copy it before changing anything."""
-    from a2rl.models import build_tiny_model
+    from a2rl.models.provision import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny")

@@ -21,8 +21,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from a2rl.config import ConfigError
-from a2rl.envs import Observation, Step, TextEnv
+from a2rl.config.types import ConfigError
+from a2rl.task.envs import Observation, Step, TextEnv
 
 SPLITS = {"train": "train", "eval_in_distribution": "valid_seen",
           "eval_out_of_distribution": "valid_unseen"}

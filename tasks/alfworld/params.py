@@ -21,7 +21,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from a2rl.config import ConfigError
+from a2rl.config.types import ConfigError
 
 SOURCES = ("household", "alfworld")
 HOUSEHOLD_GOAL_TYPES = ["put_in", "put_on", "fetch", "open_fetch", "drop", "open"]

@@ -2,8 +2,8 @@
 and scores the share of games it wins within ``max_steps`` (success rate x 100, with a
 breakdown by goal type).
 
-The grader plays all sealed test games in lockstep (``a2rl.envs.play``): one batched generation
-per step through ``a2rl.inference`` (HF on CPU, vLLM on GPU), greedy, each reply parsed into
+The grader plays all sealed test games in lockstep (``a2rl.task.envs.play``): one batched generation
+per step through ``a2rl.task.inference`` (HF on CPU, vLLM on GPU), greedy, each reply parsed into
 the closest admissible action. The prompt is ``textworld_env.PROMPT`` (goal, last 2 steps,
 observation, admissible actions) in the model's chat template; ``data/train.jsonl`` holds the same
 prompts for expert actions, so a prompt/completion trainer sees what the grader sends.
@@ -24,9 +24,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import a2rl.envs as envs_module
-from a2rl.config import ConfigError, InferenceConfig, TaskConfig
-from a2rl.envs import (
+import a2rl.task.envs as envs_module
+from a2rl.common.files import iter_jsonl, write_jsonl_atomic
+from a2rl.common.layout import PreparedTaskPaths
+from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
+from a2rl.task.base import EvalResult, Task
+from a2rl.task.envs import (
     Choice,
     EpisodeView,
     ExpertPolicy,
@@ -36,9 +39,6 @@ from a2rl.envs import (
     play,
     success_rate,
 )
-from a2rl.layout import PreparedTaskPaths
-from a2rl.records import iter_jsonl, write_jsonl_atomic
-from a2rl.task import EvalResult, Task
 
 from .params import AlfworldParams
 from .textworld_env import HouseholdEnv
@@ -241,7 +241,7 @@ class AlfworldTask(Task):
     # ---- scoring ----------------------------------------------------------------------------
 
     def evaluate(self, model_dir: Path, split: Path, inference: InferenceConfig) -> EvalResult:
-        from a2rl.inference import load_generator
+        from a2rl.task.inference import load_generator
 
         started = time.perf_counter()
         rows, games = self._games(split)

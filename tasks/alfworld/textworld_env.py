@@ -1,7 +1,7 @@
 """TextWorld games (offline household games, and ALFWorld's own games, which are TextWorld
-games too) behind the ``a2rl.envs.TextEnv`` interface.
+games too) behind the ``a2rl.task.envs.TextEnv`` interface.
 
-Self-contained apart from ``textworld`` and ``a2rl.envs``: the household task copies this file
+Self-contained apart from ``textworld`` and ``a2rl.task.envs``: the household task copies this file
 (as ``household_env.py``) and ``a2rl/envs.py`` (as ``a2rl_envs.py``) into the agent's data folder,
 so an agent can roll out its own model in the train games from inside its sandbox::
 
@@ -20,7 +20,7 @@ import warnings
 from pathlib import Path
 
 try:
-    from a2rl.envs import Observation, PromptFormat, Step, TextEnv
+    from a2rl.task.envs import Observation, PromptFormat, Step, TextEnv
 except ImportError:  # inside an agent's sandbox: the copy next to this file
     from a2rl_envs import Observation, PromptFormat, Step, TextEnv
 

@@ -13,9 +13,10 @@ Backends (``JudgeParams.kind``):
 * ``openai``: any OpenAI-compatible chat completions endpoint returning ``top_logprobs``
   (e.g. a local vLLM server of a judge model), or, with ``answer: text``, one whose sampled
   answer is read as a hard verdict (reasoning models without logprobs).
-* ``api``: a provider from conf/driver/ (GPT-4 Turbo for the paper grid), called through an
-  ``a2rl.proxy.LLMProxy`` of its own: the harness's recording proxy holds the real key, prices
-  every call and logs it (``judge_calls.jsonl``, apart from the agent's ``llm_calls.jsonl``).
+* ``api``: a provider from conf/driver/ (GPT-4 Turbo for the paper grid), called through a
+  recording proxy of its own that the harness lends (``a2rl.task.base.Harness``): it holds the
+  real key, prices every call and logs it (``judge_calls.jsonl``, apart from the agent's
+  ``llm_calls.jsonl``).
 
 ``CachedJudge`` wraps a backend: verdicts are cached on disk (sqlite) by judge id, template,
 instruction and both outputs in order, so a resubmission or re-grade calls nothing; it counts
@@ -41,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from a2rl.task import GradingUnavailable
+from a2rl.task.base import GradingUnavailable, RecordingProxy
 
 TEMPLATE_FILE = Path(__file__).with_name("judge_template.txt")
 FIRST, SECOND = "m", "M"  # the template's identifiers of output_1 and output_2
@@ -129,12 +130,13 @@ class LocalHFJudge(Judge):
     """A causal LM in the grader's process: the softmax over the logits of the two answer
     tokens right after the chat-formatted prompt (greedy-free, deterministic)."""
 
-    def __init__(self, model_dir: Path, precision: str = "fp32", batch_size: int = 4,
-                 max_input_tokens: int | None = None, template: str | None = None):
+    def __init__(self, model_dir: Path, weights_hash: str, precision: str = "fp32",
+                 batch_size: int = 4, max_input_tokens: int | None = None,
+                 template: str | None = None):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from a2rl.hardware import torch_dtype
+        from a2rl.common.hardware import torch_dtype
 
         self.model_dir = Path(model_dir)
         self.template = template or template_text()
@@ -152,8 +154,8 @@ class LocalHFJudge(Judge):
         # statement and the answer cue are there)
         self.max_input_tokens = max_input_tokens or getattr(
             self.model.config, "max_position_embeddings", None)
-        from a2rl.models import content_hash
-        self.id = f"local:{content_hash(self.model_dir)[:16]}"
+        # the weights' content hash: a cached verdict belongs to these weights only
+        self.id = f"local:{weights_hash[:16]}"
 
     def _single_token(self, text: str) -> int:
         ids = self.tokenizer.encode(text, add_special_tokens=False)
@@ -163,7 +165,7 @@ class LocalHFJudge(Judge):
         return ids[0]
 
     def _encode(self, pair: Pair) -> list[int]:
-        from a2rl.inference import encode_prompt
+        from a2rl.task.inference import encode_prompt
 
         messages = judge_messages(pair.instruction, pair.first, pair.second, self.template)
         if getattr(self.tokenizer, "chat_template", None):
@@ -318,34 +320,15 @@ class OpenAIJudge(Judge):
 
 
 class ProxiedJudge(OpenAIJudge):
-    """A conf/driver/ provider through a recording ``LLMProxy`` of the judge's own: the proxy
-    holds the real key, prices each call with the driver's prices, logs it to ``calls_log`` and
-    refuses calls (HTTP 402) once ``max_usd`` is spent."""
+    """A conf/driver/ provider through a recording proxy of the judge's own (lent by the
+    harness): the proxy holds the real key, prices each call with the driver's prices, logs it
+    and refuses calls (HTTP 402) once its budget is spent. Closing the judge stops the proxy."""
 
-    def __init__(self, driver, calls_log: Path, settings: HttpSettings,
-                 max_usd: float | None = None, template: str | None = None, sleep=time.sleep):
-        import secrets
-
-        from a2rl.proxy import LLMProxy, ProxySettings
-
-        key = None
-        if driver.api_key_env:
-            import os
-            key = os.environ.get(driver.api_key_env)
-            if not key and driver.provider in ("openai", "anthropic", "gemini"):
-                raise JudgeFailed(f"the API judge {driver.name!r} needs its key in "
-                                  f"${driver.api_key_env}")
-        proxy_settings = ProxySettings(
-            provider=driver.provider, model=driver.model, base_url=driver.base_url,
-            api_key=key, openai_base_url=driver.openai_base_url,
-            price_in_per_mtok=driver.price_in_per_mtok,
-            price_out_per_mtok=driver.price_out_per_mtok,
-            price_cached_in_per_mtok=driver.price_cached_in_per_mtok, max_usd=max_usd,
-            timeout_s=settings.timeout_s)
-        dummy = "a2rl-judge-" + secrets.token_urlsafe(16)
-        self.proxy = LLMProxy(proxy_settings, calls_log, dummy).start()
-        settings.base_url = self.proxy.url + "/v1"
-        settings.api_key = dummy
+    def __init__(self, driver, proxy: RecordingProxy, settings: HttpSettings,
+                 template: str | None = None, sleep=time.sleep):
+        self.proxy = proxy
+        settings.base_url = proxy.url + "/v1"
+        settings.api_key = proxy.dummy_key
         settings.model = driver.model
         settings.price_in_per_mtok = driver.price_in_per_mtok
         settings.price_out_per_mtok = driver.price_out_per_mtok

@@ -29,7 +29,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from a2rl.config import ConfigError, ModelConfig
+from a2rl.config.types import ConfigError, ModelConfig
 
 from .metric import GLMS
 

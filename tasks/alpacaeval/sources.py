@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from a2rl.config import ConfigError
+from a2rl.config.types import ConfigError
 
 from .params import AlpacaEvalParams
 
@@ -60,7 +60,8 @@ def load_eval_set(p: AlpacaEvalParams, data_root: Path) -> tuple[list[dict[str, 
         from huggingface_hub import hf_hub_download
 
         path = hf_hub_download(repo_id=p.hf_id, filename=p.hf_file, repo_type="dataset")
-        rows, where = json.loads(Path(path).read_text(encoding="utf-8")), f"hf:{p.hf_id}/{p.hf_file}"
+        rows = json.loads(Path(path).read_text(encoding="utf-8"))
+        where = f"hf:{p.hf_id}/{p.hf_file}"
     return _normalise(rows, where), where
 
 

@@ -18,10 +18,10 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
-from a2rl.config import ConfigError, InferenceConfig, TaskConfig
-from a2rl.layout import PreparedTaskPaths
-from a2rl.records import iter_jsonl, write_jsonl_atomic
-from a2rl.task import EvalResult, Task
+from a2rl.common.files import iter_jsonl, write_jsonl_atomic
+from a2rl.common.layout import PreparedTaskPaths
+from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
+from a2rl.task.base import EvalResult, Harness, Task
 
 from .judge import (
     CachedJudge,
@@ -144,7 +144,7 @@ class AlpacaEvalTask(Task):
     # ---- scoring ----------------------------------------------------------------------------
 
     def evaluate(self, model_dir: Path, split: Path, inference: InferenceConfig) -> EvalResult:
-        from a2rl.inference import format_chat, load_generator
+        from a2rl.task.inference import format_chat, load_generator
 
         started = time.perf_counter()
         items = list(iter_jsonl(split))
@@ -233,8 +233,8 @@ class AlpacaEvalTask(Task):
         and what is left of the judge budget."""
         j = self.params.judge
         template = template_text()
-        cache = (VerdictCache(self.layout.task_cache(self.cfg.id) / "judge.sqlite")
-                 if self.layout is not None else None)
+        cache = (VerdictCache(self.harness.layout.task_cache(self.cfg.id) / "judge.sqlite")
+                 if self.harness is not None else None)
         backend = self._backend(template)
         return CachedJudge(backend, cache, template, max_usd=j.max_usd,
                            spent_usd=self.judge_spent_usd)
@@ -247,31 +247,34 @@ class AlpacaEvalTask(Task):
                             concurrency=j.concurrency, price_in_per_mtok=j.price_in_per_mtok,
                             price_out_per_mtok=j.price_out_per_mtok)
         if j.kind == "local":
-            return LocalHFJudge(self._judge_model_dir(), precision=j.precision,
-                                batch_size=j.batch_size, max_input_tokens=j.max_input_tokens,
-                                template=template)
+            folder = self._judge_model_dir()
+            return LocalHFJudge(folder, self._harness("the local judge").folder_hash(folder),
+                                precision=j.precision, batch_size=j.batch_size,
+                                max_input_tokens=j.max_input_tokens, template=template)
         if j.kind == "openai":
             import os
             http.api_key = os.environ.get(j.api_key_env) if j.api_key_env else None
             return OpenAIJudge(http, template)
-        from a2rl.compose import compose
+        from a2rl.config.compose import compose
 
+        harness = self._harness("the API judge")
         driver = compose([f"driver={j.driver}"]).driver
-        calls = self.grading_calls or (self.layout.task_cache(self.cfg.id) / "judge_calls.jsonl"
-                                       if self.layout else Path("judge_calls.jsonl"))
+        calls = self.grading_calls or harness.layout.task_cache(self.cfg.id) / "judge_calls.jsonl"
         left = None if j.max_usd is None else max(j.max_usd - self.judge_spent_usd, 1e-9)
-        return ProxiedJudge(driver, calls, http, max_usd=left, template=template)
+        proxy = harness.recording_proxy(driver, calls, left, http.timeout_s)
+        return ProxiedJudge(driver, proxy, http, template=template)
 
     def _judge_model_dir(self) -> Path:
-        from a2rl.models import prepare_base_model
-
         model = self.params.judge.model_config()
         if model.source == "path":
             return Path(model.path)
-        if self.layout is None:
-            raise ConfigError("the local judge's model needs the harness's layout (or "
-                              "task.params.judge.model.source=path)")
-        return prepare_base_model(model, self.layout.model(model.name))
+        return self._harness("the local judge's model").model_folder(model)
+
+    def _harness(self, what: str) -> Harness:
+        if self.harness is None:
+            raise ConfigError(f"{what} needs the harness (a2rl.task.base.Harness), which sets "
+                              f"task.harness; a task built alone has none")
+        return self.harness
 
     # ---- agent-facing -----------------------------------------------------------------------
 

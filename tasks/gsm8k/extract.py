@@ -5,13 +5,15 @@ Order of preference (the first that yields a number wins):
 1. ``#### N``        the GSM8K marker the prompt asks for, directly followed by the number
                      (the first one: it ends an answer; ``#### Step 1`` is a heading)
 2. ``\\boxed{N}``     the last box (math-tuned models)
-3. ``answer is N``   the last "answer is / answer: / final answer" directly followed by a number
+3. ``answer is N``   the last "answer is / answer: / answer = / final answer" directly followed
+                     by a number ("answer" as a verb, "to answer 34-16", does not count)
 4. the last number in the text
 
 Before that, anything from a line that starts a new turn ("Question:", "Q:", "User:", ...) is
 cut off, so a model that keeps writing few-shot style examples after its answer is judged on its
 own answer. Numbers may carry ``$``, ``%``, thousands commas, a sign and decimals; they are
-compared exactly as rationals (``18 == 18.0 == 18.00``, ``1,000 == 1000``).
+compared exactly as rationals, never rounded (``18 == 18.0 == 18.00``, ``1,000 == 1000``,
+``0.999...9 != 1`` however many nines); digit strings longer than ``MAX_DIGITS`` are skipped.
 """
 
 from __future__ import annotations
@@ -30,10 +32,15 @@ _NUMBER = re.compile(
 )
 _FRACTION = re.compile(r"\\d?frac\{\s*(-?\d+)\s*\}\{\s*(\d+)\s*\}|(?<![\w.])(-?\d+)\s*/\s*(\d+)\b")
 _MARKER = re.compile(r"####[ \t]*(?:\*\*|\$|[ \t])*")  # then the number, on the same line
+# "answer" as a noun only: followed by is/was/... or ":"/"=", or "final answer"; "she has to
+# answer 34-16 = 18" uses the verb and names no answer
 _PHRASE = re.compile(
-    r"answer\s*(?:is|was|would be|will be|should be)?\s*[:=]?\s*(?:\*\*|\$|\\\(|\\\[|\s)*",
+    r"(?:\bfinal\s+answer\s*(?:(?:is|was|would be|will be|should be)\s*)?[:=]?"
+    r"|\banswer\s*(?:(?:is|was|would be|will be|should be)\s*[:=]?|[:=]))"
+    r"\s*(?:\*\*|\$|\\\(|\\\[|\s)*",
     re.IGNORECASE,
 )
+MAX_DIGITS = 200  # longer digit strings are not answers (and int <-> str would refuse them)
 _NEW_TURN = re.compile(r"\n\s*(?:Question|Q|User|Human|Problem|Instruction)\s*:", re.IGNORECASE)
 _UNICODE_MINUS = str.maketrans({"\u2212": "-", "\u2013": "-", "\uff0d": "-"})
 
@@ -69,14 +76,21 @@ def canonical(value: Fraction) -> str:
     """``18``, ``-5``, ``3.5``; a fraction that has no finite decimal stays ``a/b``."""
     if value.denominator == 1:
         return str(value.numerator)
-    den = value.denominator
+    den, places = value.denominator, 0
     for p in (2, 5):
+        count = 0
         while den % p == 0:
             den //= p
+            count += 1
+        places = max(places, count)
     if den != 1:
         return f"{value.numerator}/{value.denominator}"
-    text = format(Decimal(value.numerator) / Decimal(value.denominator), "f")
-    return text.rstrip("0").rstrip(".") if "." in text else text
+    # exact: 10**places is a multiple of the denominator (Decimal division would round to its
+    # context's 28 digits, making 0.999...9 equal 1)
+    digits = str(abs(value.numerator) * (10 ** places // value.denominator))
+    digits = digits.rjust(places + 1, "0")
+    text = (digits[:-places] + "." + digits[-places:]).rstrip("0").rstrip(".")
+    return "-" + text if value < 0 else text
 
 
 def normalize_number(text: str) -> str | None:
@@ -85,14 +99,18 @@ def normalize_number(text: str) -> str | None:
     return None if value is None else canonical(value)
 
 
-def _number_at(match: re.Match) -> str:
+def _number_at(match: re.Match | None) -> str | None:
+    """The canonical number a ``_NUMBER`` match spells; None for no match or an absurdly long
+    one."""
+    if match is None or len(match.group("digits")) > MAX_DIGITS:
+        return None
     negative = bool(match.group("sign")) != bool(match.group("sign2"))
     value = to_fraction(match.group("digits"))
     return canonical(-value if negative else value)
 
 
 def _numbers(text: str) -> list[str]:
-    return [_number_at(m) for m in _NUMBER.finditer(text)]
+    return [n for n in map(_number_at, _NUMBER.finditer(text)) if n is not None]
 
 
 def _boxed_contents(text: str) -> list[str]:
@@ -133,17 +151,17 @@ def extract_answer(completion: str) -> Extraction:
     """The final numeric answer of a completion; see the module docstring for the rules."""
     text = own_answer(completion)
     for match in _MARKER.finditer(text):
-        found = _NUMBER.match(text, match.end())
-        if found:  # "#### Step 1: ..." (a markdown heading) is not an answer
-            return Extraction(_number_at(found), "marker")
+        number = _number_at(_NUMBER.match(text, match.end()))
+        if number is not None:  # "#### Step 1: ..." (a markdown heading) is not an answer
+            return Extraction(number, "marker")
     for content in reversed(_boxed_contents(text)):
         number = _number_in_box(content)
         if number is not None:
             return Extraction(number, "boxed")
     for match in reversed(list(_PHRASE.finditer(text))):
-        found = _NUMBER.match(text, match.end())
-        if found:
-            return Extraction(_number_at(found), "phrase")
+        number = _number_at(_NUMBER.match(text, match.end()))
+        if number is not None:
+            return Extraction(number, "phrase")
     numbers = _numbers(text)
     if numbers:
         return Extraction(numbers[-1], "last")

@@ -23,7 +23,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from a2rl.config import ConfigError
+from a2rl.config.types import ConfigError
 
 SOURCE_KINDS = ("hf", "jsonl", "reasoning_gym")
 

@@ -17,7 +17,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from a2rl.config import ConfigError
+from a2rl.config.types import ConfigError
 
 from .extract import gold_of, normalize_number
 from .params import SourceParams
@@ -85,6 +85,16 @@ class FilePool:
         ds = datasets.load_dataset(self.params.hf_id, self.params.hf_config, split=split)
         return [dict(row) for row in ds]
 
+    def find(self, item_id: str, seeds: dict[str, int]) -> dict[str, Any]:
+        """The item ``<prefix>-<split>-<index>`` (KeyError if there is none)."""
+        _, split, index = _id_parts(item_id)
+        if split not in POOL_SPLIT.values():
+            raise KeyError(item_id)
+        items = self._load(split)
+        if index >= len(items) or items[index]["id"] != item_id:
+            raise KeyError(item_id)
+        return items[index]
+
     def candidates(self, role: str, seed: int, count: int) -> list[dict[str, Any]]:
         items = list(self._load(POOL_SPLIT[role]))
         random.Random(seed).shuffle(items)
@@ -111,6 +121,13 @@ class ReasoningGymSource:
         return {"kind": "reasoning_gym", "dataset": self.params.dataset,
                 "kwargs": dict(self.params.kwargs)}
 
+    def find(self, item_id: str, seeds: dict[str, int]) -> dict[str, Any]:
+        """The item ``<dataset>-<role>-<i>``: item i of that role's seed (KeyError if none)."""
+        name, role, index = _id_parts(item_id)
+        if name != self.params.dataset or role not in seeds:
+            raise KeyError(item_id)
+        return self.candidates(role, seeds[role], index + 1)[index]
+
     def candidates(self, role: str, seed: int, count: int) -> list[dict[str, Any]]:
         dataset = self._create(self.params.dataset, seed=seed, size=count, **self.params.kwargs)
         # ids name the role, not the seed: train ids are agent-visible
@@ -135,6 +152,14 @@ class ReasoningGymSource:
             answer = f"#### {gold}"
         return {"id": item_id, "question": raw["question"].strip(), "answer": answer,
                 "gold": gold}
+
+
+def _id_parts(item_id: str) -> tuple[str, str, int]:
+    """``"gsm8k-test-12"`` -> ``("gsm8k", "test", 12)``; KeyError for other shapes."""
+    parts = item_id.rsplit("-", 2)
+    if len(parts) != 3 or not parts[2].isdigit():
+        raise KeyError(item_id)
+    return parts[0], parts[1], int(parts[2])
 
 
 def make_source(params: SourceParams, data_root: Path) -> FilePool | ReasoningGymSource:

@@ -19,10 +19,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from a2rl.config import ConfigError, InferenceConfig, TaskConfig
-from a2rl.layout import PreparedTaskPaths
-from a2rl.records import iter_jsonl, write_jsonl_atomic
-from a2rl.task import EvalResult, Task
+from a2rl.common.files import iter_jsonl, write_jsonl_atomic
+from a2rl.common.layout import PreparedTaskPaths
+from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
+from a2rl.task.base import EvalResult, ReplyScore, Task
 
 from .extract import extract_answer, is_correct
 from .params import GSM8KParams
@@ -84,9 +84,12 @@ def draw_split(source, role: str, seed: int, size: int | None,
 
 
 class GSM8KTask(Task):
+    item_fields = ("gold",)
+
     def __init__(self, cfg: TaskConfig, data_root: Path):
         super().__init__(cfg, data_root)
         self.params = GSM8KParams.from_dict(cfg.params)
+        self._source = None
         if cfg.feedback == "validation" and self.params.validation_size == 0:
             raise ConfigError("task.feedback=validation needs task.params.validation_size > 0")
 
@@ -170,7 +173,7 @@ class GSM8KTask(Task):
         return user_prompt(item["question"], self.params.instruction), self.params.system_prompt
 
     def evaluate(self, model_dir: Path, split: Path, inference: InferenceConfig) -> EvalResult:
-        from a2rl.inference import format_chat, load_generator
+        from a2rl.task.inference import format_chat, load_generator
 
         started = time.perf_counter()
         items = list(iter_jsonl(split))
@@ -183,14 +186,22 @@ class GSM8KTask(Task):
             prompts.append(format_chat(generator.tokenizer, user, system))
         completions = generator.generate(
             prompts, max_new_tokens=self.params.max_new_tokens or inference.max_new_tokens)
+        result = self.score_replies(items, completions, prompts)
+        result.seconds = time.perf_counter() - started
+        return result
 
+    def score_replies(self, items: list[dict[str, Any]], completions: list[str],
+                      prompts: list[str] | None = None) -> EvalResult:
+        """Extract the final number of ``completions[i]`` and compare it with ``items[i]``'s."""
+        started = time.perf_counter()
         per_item, records, methods = [], [], []
-        for item, prompt, completion in zip(items, prompts, completions, strict=True):
+        for i, (item, completion) in enumerate(zip(items, completions, strict=True)):
             extraction = extract_answer(completion)
             correct = is_correct(extraction.value, item["gold"])
             per_item.append(1.0 if correct else 0.0)
             methods.append(extraction.method)
-            records.append({"id": item["id"], "prompt_tail": prompt[-PROMPT_TAIL_CHARS:],
+            prompt = prompts[i] if prompts else item.get("prompt", "")
+            records.append({"id": item.get("id"), "prompt_tail": prompt[-PROMPT_TAIL_CHARS:],
                             "completion": completion, "extracted": extraction.value,
                             "method": extraction.method, "gold": item["gold"],
                             "correct": correct})
@@ -198,9 +209,27 @@ class GSM8KTask(Task):
         breakdown = {
             "answered_pct": 100.0 * sum(m != "none" for m in methods) / n,
             "marker_pct": 100.0 * sum(m == "marker" for m in methods) / n,
-        }
+        } if n else {}
         return EvalResult(per_item=per_item, seconds=time.perf_counter() - started,
                           records=records, breakdown=breakdown)
+
+    def find_item(self, item_id: str) -> dict[str, Any]:
+        """An item of the task's source, any split: ids name the split and the position in it
+        (``gsm8k-test-12``, ``chain_sum-train-3``), so no split has to be drawn."""
+        p = self.params
+        if self._source is None:
+            self._source = make_source(p.source, self.data_root)
+        seeds = {"train": p.train_seed, "validation": p.validation_seed, "test": p.test_seed}
+        return self._source.find(item_id, seeds)
+
+    def score_each(self, items: list[dict[str, Any]], replies: list[str]) -> list[ReplyScore]:
+        # a hand-written item may give its gold as a JSON number
+        result = self.score_replies([{**item, "gold": str(item["gold"])} for item in items],
+                                    replies)
+        return [ReplyScore(score, "correct" if record["correct"] else "wrong",
+                           f"extracted {record['extracted']} ({record['method']}), "
+                           f"gold {record['gold']}")
+                for score, record in zip(result.per_item, result.records, strict=True)]
 
     # ---- agent-facing -----------------------------------------------------------------------
 

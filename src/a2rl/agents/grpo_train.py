@@ -2,10 +2,10 @@
 agents `grpo` / `sft_grpo` (the method: see a2rl/agents/grpo.py).
 
 Precision: ``--precision`` (default ``$A2RL_PRECISION``, set by the harness from
-``a2rl.hardware``): with bf16, rollouts run on a bf16 copy of the policy and updates under bf16
+``a2rl.common.hardware``): with bf16, rollouts run on a bf16 copy of the policy and updates under bf16
 autocast; with fp32 (any CPU without native bf16) everything stays fp32.
-Deadline: with ``--deadline`` an iteration starts only if it should end before it; a round with
-no iteration saves nothing.
+Deadline: with ``--deadline`` an iteration starts only if it should end before it, and each
+finished iteration is saved; a round with no iteration saves nothing.
 """
 import argparse
 import copy
@@ -13,6 +13,7 @@ import json
 import math
 import os
 import random
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -173,12 +174,13 @@ def update(model, tok, opt, params, samples, minibatch, eos_id, bf16):
 
 
 def fits_before(deadline, log, estimate):
-    """Whether one more iteration, as long as the mean of those so far (or ``estimate`` before
-    the first), ends before ``deadline``; always true without a deadline or an estimate."""
-    seconds = [r["seconds"] for r in log] or ([estimate] if estimate > 0 else [])
-    if not deadline or not seconds:
-        return True
-    return time.time() + sum(seconds) / len(seconds) <= deadline
+    """Whether one more iteration, as long as the longest so far with its save (or
+    ``estimate`` before the first), ends before ``deadline``. Iterations vary (the update grows
+    with the samples that carry a signal), so the longest, not the mean. Without a deadline,
+    always; before any measurement, only if the deadline has not passed."""
+    seconds = [r["seconds"] + r.get("save_s", 0.0) for r in log] or (
+        [estimate] if estimate > 0 else [0.0])
+    return not deadline or time.time() + max(seconds) <= deadline
 
 
 def arguments():
@@ -198,7 +200,7 @@ def arguments():
                    help="return bonus x share of steps that took the env's expert action")
     p.add_argument("--train-layers", type=int, default=15)
     p.add_argument("--minibatch", type=int, default=16)
-    # the harness decides (a2rl.hardware): bf16 only where the hardware computes it natively
+    # the harness decides (a2rl.common.hardware): bf16 only where the hardware computes it natively
     p.add_argument("--precision", choices=("bf16", "fp32"),
                    default=os.environ.get("A2RL_PRECISION", "fp32"))
     p.add_argument("--deadline", type=float, default=0.0,
@@ -262,17 +264,36 @@ def main():
                "update_s": round(time.time() - rolled, 1),
                "seconds": round(time.time() - started, 1)}
         log.append(row)
+        if stats_path:
+            stats_path.write_text(json.dumps(stats))
+        # with a deadline every iteration is saved, so a round stopped at the deadline keeps
+        # its last finished iteration; the save's time counts towards the next estimate
+        if a.deadline or it == a.iterations - 1:
+            saved = time.time()
+            save(model, tok, a.out, log)
+            row["save_s"] = round(time.time() - saved, 1)
         print(json.dumps(row), flush=True)
-    if stats_path:
-        stats_path.write_text(json.dumps(stats))
     if not log:
         print(json.dumps({"saved": None, "reason": "no iteration fitted before the deadline"}))
         return
-    model.save_pretrained(a.out)
-    tok.padding_side = "right"
-    tok.save_pretrained(a.out)
-    Path(a.out, "grpo_log.json").write_text(json.dumps(log, indent=1))
     print(json.dumps({"saved": a.out, "success": [r["success"] for r in log]}))
+
+
+def save(model, tok, out, log):
+    """Write the model and ``grpo_log.json`` to ``out`` through a temporary folder and renames,
+    so that a kill during the save never leaves a half-written model at ``out``."""
+    out = Path(out)
+    tmp, old = out.with_name(out.name + ".saving"), out.with_name(out.name + ".old")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tok.padding_side = "right"
+    tok.save_pretrained(tmp)
+    tok.padding_side = "left"
+    (tmp / "grpo_log.json").write_text(json.dumps(log, indent=1))
+    if out.exists():
+        out.rename(old)
+    tmp.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -78,7 +78,7 @@ def submit_base_model(who, ws, why):
     return submit(who, target)
 
 
-def trained_steps(folder):
+def training_report(folder):
     """The training report the SFT script leaves in its output folder (None if absent)."""
     path = Path(folder) / "train_log.json"
     return json.loads(path.read_text()) if path.exists() else None
@@ -88,7 +88,7 @@ def run_round(who, cmd, until, ws, out):
     """Run a training round's script until ``until``; its report (steps done, step time), or
     None when it failed or was still running at the deadline (logged)."""
     code = run_until(cmd, until, Path(ws) / "code")
-    report = trained_steps(out) if code == 0 else None
+    report = training_report(out) if code == 0 else None
     if code is None:
         log(who, f"training was still running at the deadline and was stopped ({Path(out).name})")
     elif report is None:

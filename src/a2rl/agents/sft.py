@@ -4,7 +4,8 @@ submits it, and goes on while the budget leaves room for another round.
 
 Budget: each round trains until the budget's end less ``A2RL_RESERVE_S`` at the latest (the
 script stops after the last step that fits, judged by its own measured step time, and saves);
-a later round runs only if at least a quarter of its steps fit, at the speed measured so far.
+a later round runs only if at least a quarter of its steps fit, at the speed measured so far
+(with LoRA, which restarts from the base, more steps than the last round's).
 What was cut or skipped is said in the log. If not even one step fitted, the base model is
 submitted, so that the run still ends with a valid submission.
 
@@ -22,8 +23,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from plan import SFT_BATCH, SFT_MAX_LEN, SFT_STEPS, deadline, run_round, submit
-from plan import submit_base_model
+from plan import (
+    SFT_BATCH,
+    SFT_MAX_LEN,
+    SFT_STEPS,
+    deadline,
+    run_round,
+    submit,
+    submit_base_model,
+)
 from plan import log as plan_log
 
 TRAIN_SCRIPT = Path(__file__).resolve().with_name("sft_train.py")
@@ -58,7 +66,7 @@ def train_round(ws: Path, model: str, out: Path, steps: int, offset: int, until:
 
 
 def steps_that_fit(until: float, step_s: float, overhead_s: float) -> int:
-    return max(0, int((until - time.time() - overhead_s) / step_s))
+    return max(0, int((until - time.time() - overhead_s) / max(step_s, 1e-3)))
 
 
 def main() -> int:
@@ -72,7 +80,9 @@ def main() -> int:
         until = deadline()
         if speed is not None:
             fit = steps_that_fit(until, *speed)
-            if fit < max(1, round_steps // 4):
+            # a LoRA round restarts from the base: fewer steps than the last round's is worse
+            enough = round_steps - steps if lora else max(1, round_steps // 4)
+            if fit < max(1, enough):
                 log(f"skipping round {k} and after: {fit} of its {round_steps} steps fit in "
                     f"{until - time.time():.0f}s at {speed[0]:.1f}s a step")
                 break

@@ -34,6 +34,9 @@ def main() -> int:
             break
         submitted += 1
         model = str(out)
+        if report.get("stopped"):
+            log("sft_grpo", "the warm-up was cut by the deadline: no time left for GRPO")
+            return 0
     if not submitted:
         submit_base_model("sft_grpo", ws, "the SFT warm-up made no checkpoint in the budget")
         return 0

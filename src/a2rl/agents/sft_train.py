@@ -1,7 +1,7 @@
 """SFT with TRL, written into code/train.py by the a2rl reference agents `sft` and `sft_grpo`.
 
 Precision: ``--precision`` (default ``$A2RL_PRECISION``, which the harness sets from
-``a2rl.hardware``: bf16 only where the hardware computes it natively). TRL's own defaults,
+``a2rl.common.hardware``: bf16 only where the hardware computes it natively). TRL's own defaults,
 bf16 autocast and gradient checkpointing, are both overridden: emulated bf16 made one step of
 batch 8 x 512 tokens take 313 s on an AVX2-only CPU where fp32 takes 28 s, and checkpointing
 only trades time for memory a 135M model does not need.
@@ -51,7 +51,8 @@ class StopBeforeDeadline(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         now = time.time()
         self.step_s = (now - self.began) / max(1, state.global_step)
-        if self.deadline and now + self.step_s > self.deadline and state.global_step < state.max_steps:
+        unfinished = state.global_step < state.max_steps
+        if self.deadline and now + self.step_s > self.deadline and unfinished:
             control.should_training_stop = True
             self.stopped_at = state.global_step
 
@@ -62,7 +63,8 @@ def training_config(a, precision):
                      per_device_train_batch_size=a.batch, learning_rate=a.lr,
                      lr_scheduler_type="constant_with_warmup", warmup_steps=2,
                      max_length=a.max_len, logging_steps=5, save_strategy="no",
-                     report_to="none", use_cpu=not torch.cuda.is_available(), seed=a.seed,
+                     # the sandbox exposes no GPU; the harness chose the precision for the CPU
+                     report_to="none", use_cpu=True, seed=a.seed,
                      completion_only_loss=True, bf16=precision == "bf16", fp16=False,
                      activation_checkpointing=False)
 
@@ -120,7 +122,7 @@ def main():
     tokenizer.save_pretrained(a.out)
     report = {"saved": a.out, "steps": done, "planned_steps": a.steps,
               "skipped_steps": a.steps - done, "precision": a.precision,
-              "step_s": round(deadline.step_s or 0.0, 2)}
+              "step_s": deadline.step_s or 0.0}
     if deadline.stopped_at is not None:
         report["stopped"] = f"deadline: {a.steps - done} of {a.steps} steps skipped"
     with open(os.path.join(a.out, "train_log.json"), "w") as f:

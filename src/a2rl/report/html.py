@@ -29,9 +29,7 @@ from typing import Any
 
 import pandas as pd
 
-from a2rl import recording
-from a2rl.layout import Layout, RunPaths
-from a2rl.leaderboard import (
+from a2rl.analysis.leaderboard import (
     COLUMNS,
     LEVEL_COLUMNS,
     SCORE_COLUMNS,
@@ -40,7 +38,9 @@ from a2rl.leaderboard import (
     level_frame,
     load_summaries,
 )
-from a2rl.records import write_text_atomic
+from a2rl.common.files import write_text_atomic
+from a2rl.common.layout import Layout, RunPaths
+from a2rl.grading import recording
 from a2rl.report.plots import leaderboard_svg, trajectory_points, trajectory_svg
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from a2rl.config import ConfigError, DriverConfig
+from a2rl.config.types import ConfigError, DriverConfig
 
 PROMPT = ("You are reviewing one run of a benchmark in which an AI agent post-trained a small "
           "language model within a time budget. From the run summary below, write a short "

@@ -1,0 +1,240 @@
+"""The leaderboard: one row per (task, agent, driver), aggregated over seeds from each run's
+summary.json (written by ``a2rl.analysis.summary.summarize_run``), and one row per (level, agent, driver)
+aggregated over the level's tasks.
+
+Columns: task, level, agent, driver, n_seeds (runs summarized), final_mean and final_std (test
+score of the selected submission over seeds; std with ddof=1, empty for one seed), ci_low and
+ci_high (95 % percentile-bootstrap interval of final_mean over seeds, ``BOOTSTRAP`` resamples
+with a fixed seed; empty for one seed), baseline, improvement_mean (final - baseline),
+final_best (the best seed's final score), cost_usd (mean LLM cost per run; 0 without a driver),
+contaminated (runs whose integrity check flagged contamination). Scores are on the 0-100 scale.
+Rows are sorted by task, then final_mean, best first.
+
+Level rows (level, agent, driver, n_tasks, n_runs, final_mean, improvement_mean, ci_low,
+ci_high, cost_usd, contaminated): means over the level's tasks of the per-task means, so every
+task weighs the same whatever its seed count; the interval is a stratified bootstrap of
+improvement_mean (seeds resampled within each task).
+
+Written to results/leaderboard.csv, leaderboard_levels.csv, leaderboard.md and leaderboard.json
+(nested ``{task: {agent: {driver: {column: value}}}}`` plus ``{"levels": {level: {agent:
+{driver: ...}}}}`` so ``dvc metrics show`` can read it).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from a2rl.common.files import read_json, write_json_atomic, write_text_atomic
+from a2rl.common.layout import Layout, RunPaths
+from a2rl.config.types import RunConfig
+
+log = logging.getLogger(__name__)
+
+KEYS = ["task", "level", "agent", "driver"]
+COLUMNS = [*KEYS, "n_seeds", "final_mean", "final_std", "ci_low", "ci_high", "baseline",
+           "improvement_mean", "final_best", "cost_usd", "contaminated"]
+SCORE_COLUMNS = ["final_mean", "final_std", "ci_low", "ci_high", "baseline", "improvement_mean",
+                 "final_best"]
+LEVEL_KEYS = ["level", "agent", "driver"]
+LEVEL_COLUMNS = [*LEVEL_KEYS, "n_tasks", "n_runs", "final_mean", "improvement_mean", "ci_low",
+                 "ci_high", "cost_usd", "contaminated"]
+BOOTSTRAP = 10_000
+CONFIDENCE = 0.95
+SEED = 0
+
+
+def grid_run_roots(cfg: RunConfig) -> list[Path]:
+    """Run directories of every cell of ``cfg.grid`` (whether or not they ran)."""
+    from a2rl.config.compose import grid_cells
+
+    layout = Layout.from_paths(cfg.paths)
+    return [layout.run(c["task"], c["agent"], c["driver"], c["seed"]).root
+            for c in grid_cells(cfg)]
+
+
+def discover_run_roots(layout: Layout) -> list[Path]:
+    """Run directories under results/runs/ that hold a summary.json, whatever grid made them."""
+    pattern = RunPaths(Path("*/*/*/seed*")).summary_json
+    return sorted(p.parent for p in (layout.results / "runs").glob(str(pattern)))
+
+
+def load_summaries(run_roots: Iterable[Path]) -> list[dict[str, Any]]:
+    """summary.json of each run directory; runs without one are logged and left out."""
+    summaries = []
+    for root in run_roots:
+        path = RunPaths(Path(root)).summary_json
+        if not path.is_file():
+            log.warning("no summary at %s; run left out of the leaderboard", path)
+            continue
+        summaries.append(read_json(path))
+    return summaries
+
+
+def bootstrap_ci(values: Iterable[float], resamples: int = BOOTSTRAP,
+                 confidence: float = CONFIDENCE, seed: int = SEED) -> tuple[float, float]:
+    """Percentile-bootstrap interval of the mean of ``values`` (NaN, NaN for fewer than two)."""
+    x = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
+    if len(x) < 2:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, len(x), size=(resamples, len(x)))].mean(axis=1)
+    tail = (1 - confidence) / 2
+    return float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))
+
+
+def stratified_bootstrap_ci(groups: list[np.ndarray], resamples: int = BOOTSTRAP,
+                            confidence: float = CONFIDENCE,
+                            seed: int = SEED) -> tuple[float, float]:
+    """Interval of the mean over groups of each group's mean, resampling within groups."""
+    groups = [g[~np.isnan(g)] for g in groups]
+    groups = [g for g in groups if len(g)]
+    if not groups or all(len(g) < 2 for g in groups):
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    means = np.mean([g[rng.integers(0, len(g), size=(resamples, len(g)))].mean(axis=1)
+                     for g in groups], axis=0)
+    tail = (1 - confidence) / 2
+    return float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))
+
+
+def runs_frame(summaries: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """One row per run: the cell, final, baseline, improvement, cost, contamination flag."""
+    def flagged(s: dict[str, Any]) -> bool:
+        return bool((((s.get("integrity") or {}).get("contamination")) or {}).get("flagged"))
+
+    runs = pd.DataFrame([{"task": s.get("task"), "level": s.get("level"),
+                          "agent": s.get("agent"), "driver": s.get("driver"),
+                          "seed": s.get("seed"), "final": s.get("final_score"),
+                          "baseline": s.get("baseline"), "improvement": s.get("improvement"),
+                          "cost": s.get("cost_usd"), "contaminated": flagged(s)}
+                         for s in summaries],
+                        columns=[*KEYS, "seed", "final", "baseline", "improvement", "cost",
+                                 "contaminated"])
+    for column in ("final", "baseline", "improvement", "cost"):
+        runs[column] = pd.to_numeric(runs[column], errors="coerce").astype(float)
+    runs["contaminated"] = runs["contaminated"].astype(int)
+    return runs
+
+
+def leaderboard_frame(summaries: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """Aggregate per-run summaries into leaderboard rows (see the module doc for columns)."""
+    runs = runs_frame(summaries)
+    if runs.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    board = (runs.groupby(KEYS, sort=False, dropna=False)
+             .agg(n_seeds=("seed", "size"), final_mean=("final", "mean"),
+                  final_std=("final", "std"), baseline=("baseline", "mean"),
+                  improvement_mean=("improvement", "mean"), final_best=("final", "max"),
+                  cost_usd=("cost", "mean"), contaminated=("contaminated", "sum"))
+             .reset_index())
+    intervals = {key: bootstrap_ci(group["final"].tolist())
+                 for key, group in runs.groupby(KEYS, sort=False, dropna=False)}
+    board["ci_low"] = [intervals[tuple(r)][0] for r in board[KEYS].itertuples(index=False)]
+    board["ci_high"] = [intervals[tuple(r)][1] for r in board[KEYS].itertuples(index=False)]
+    board["n_seeds"] = board["n_seeds"].astype(int)
+    board["contaminated"] = board["contaminated"].astype(int)
+    board = board.sort_values(["task", "final_mean"], ascending=[True, False],
+                              na_position="last", kind="stable")
+    return board[COLUMNS].reset_index(drop=True)
+
+
+def level_frame(summaries: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """Aggregate per level (L1/L2/L3) and (agent, driver); see the module doc."""
+    runs = runs_frame(summaries)
+    if runs.empty:
+        return pd.DataFrame(columns=LEVEL_COLUMNS)
+    rows = []
+    for (level, agent, driver), part in runs.groupby(LEVEL_KEYS, sort=True, dropna=False):
+        tasks = part.groupby("task", sort=True)
+        low, high = stratified_bootstrap_ci([g["improvement"].to_numpy(dtype=float)
+                                             for _, g in tasks])
+        rows.append({"level": level, "agent": agent, "driver": driver,
+                     "n_tasks": tasks.ngroups, "n_runs": len(part),
+                     "final_mean": tasks["final"].mean().mean(),
+                     "improvement_mean": tasks["improvement"].mean().mean(),
+                     "ci_low": low, "ci_high": high, "cost_usd": part["cost"].mean(),
+                     "contaminated": int(part["contaminated"].sum())})
+    frame = pd.DataFrame(rows, columns=LEVEL_COLUMNS)
+    return frame.sort_values(["level", "improvement_mean"], ascending=[True, False],
+                             na_position="last", kind="stable").reset_index(drop=True)
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-safe scalar: NaN becomes None, numpy scalars become Python ones."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def to_metrics(board: pd.DataFrame, levels: pd.DataFrame | None = None) -> dict[str, Any]:
+    """``{task: {agent: {driver: {column: value}}}}`` (and ``levels``) for leaderboard.json."""
+    metrics: dict[str, Any] = {}
+    for row in board.to_dict("records"):
+        cell = metrics.setdefault(str(row["task"]), {}).setdefault(str(row["agent"]), {})
+        cell[str(row["driver"])] = {k: _plain(row[k]) for k in COLUMNS
+                                    if k not in ("task", "agent", "driver")}
+    if levels is not None and not levels.empty:
+        out = metrics.setdefault("levels", {})
+        for row in levels.to_dict("records"):
+            cell = out.setdefault(str(row["level"]), {}).setdefault(str(row["agent"]), {})
+            cell[str(row["driver"])] = {k: _plain(row[k]) for k in LEVEL_COLUMNS
+                                        if k not in LEVEL_KEYS}
+    return metrics
+
+
+def _text(column: str, value: Any) -> str:
+    value = _plain(value)
+    if value is None:
+        return "–"
+    if column == "cost_usd":
+        return f"{value:.4f}"
+    if column in SCORE_COLUMNS:
+        return f"{value:+.2f}" if column == "improvement_mean" else f"{value:.2f}"
+    return str(value).replace("|", "\\|")
+
+
+def _md_table(frame: pd.DataFrame, columns: list[str]) -> list[str]:
+    numeric = set(SCORE_COLUMNS) | {"n_seeds", "n_tasks", "n_runs", "cost_usd", "contaminated"}
+    lines = ["| " + " | ".join(columns) + " |",
+             "|" + "|".join("---:" if c in numeric else "---" for c in columns) + "|"]
+    for row in frame.to_dict("records"):
+        lines.append("| " + " | ".join(_text(c, row[c]) for c in columns) + " |")
+    return lines
+
+
+def to_markdown(board: pd.DataFrame, levels: pd.DataFrame | None = None) -> str:
+    """Markdown tables of the leaderboard and the level aggregates (scores to two decimals,
+    blanks as '–')."""
+    lines = ["# Leaderboard", "",
+             "Test score of each run's selected submission (0-100), mean over seeds with a 95 % "
+             "bootstrap interval (ci_low, ci_high).", "", *_md_table(board, COLUMNS)]
+    if board.empty:
+        lines += ["", "No summarized runs yet."]
+    if levels is not None and not levels.empty:
+        lines += ["", "## By level", "",
+                  "Means over each level's tasks; interval of improvement_mean (stratified "
+                  "bootstrap over seeds).", "", *_md_table(levels, LEVEL_COLUMNS)]
+    return "\n".join(lines) + "\n"
+
+
+def build_leaderboard(run_roots: Iterable[Path], layout: Layout) -> pd.DataFrame:
+    """Aggregate the runs' summaries and write results/leaderboard.{csv,md,json} and
+    leaderboard_levels.csv."""
+    summaries = load_summaries(run_roots)
+    board = leaderboard_frame(summaries)
+    levels = level_frame(summaries)
+    write_text_atomic(layout.leaderboard_csv, board.to_csv(index=False, float_format="%.4f"))
+    write_text_atomic(layout.leaderboard_levels_csv,
+                      levels.to_csv(index=False, float_format="%.4f"))
+    write_text_atomic(layout.leaderboard_md, to_markdown(board, levels))
+    write_json_atomic(layout.leaderboard_json, to_metrics(board, levels))
+    return board

@@ -1,0 +1,131 @@
+"""Compose conf/ into checked RunConfigs with Hydra's compose API, and expand a grid into cells.
+
+Everything that is not the ``a2rl run`` Hydra app composes through here: Snakemake's
+``workflow/rules/common.smk`` and ``workflow/scripts/``, ``a2rl stage``, ``a2rl leaderboard`` and
+the tests. ``a2rl run`` reads the same conf/ directory through ``@hydra.main``.
+
+A cell is one (task, agent, driver, seed); its config is the grid's config with the cell's four
+choices as overrides::
+
+    cfg = compose(["grid=paper"])
+    for cell in grid_cells(cfg):
+        cell_cfg = compose(cell_overrides(cell, ["grid=paper"]))
+
+conf/ is found through ``$A2RL_CONF``, else next to the package in a source checkout
+(``src/a2rl/config/../../../conf``), else in the working directory.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
+
+from a2rl.config.types import ConfigError, RunConfig, to_run_config
+
+CONF_ENV = "A2RL_CONF"
+CONFIG_NAME = "config"
+HYDRA_VERSION_BASE = "1.3"
+# the four choices that make a cell, in the order they name a run directory
+CELL_AXES = ("task", "agent", "driver", "seed")
+
+
+def conf_dir() -> Path:
+    """The conf/ directory Hydra composes from."""
+    env = os.environ.get(CONF_ENV)
+    if env:
+        path = Path(env).expanduser().resolve()
+        if not (path / f"{CONFIG_NAME}.yaml").is_file():
+            raise ConfigError(f"{CONF_ENV}={env!r} has no {CONFIG_NAME}.yaml; expected the "
+                              f"a2rl conf/ directory")
+        return path
+    candidates = (Path(__file__).resolve().parents[3] / "conf", Path.cwd() / "conf")
+    for path in candidates:
+        if (path / f"{CONFIG_NAME}.yaml").is_file():
+            return path
+    raise ConfigError(f"no conf/{CONFIG_NAME}.yaml next to the a2rl package or in the working "
+                      f"directory ({Path.cwd()}); set {CONF_ENV}=/path/to/conf")
+
+
+def compose_dict(overrides: Sequence[str] = ()) -> DictConfig:
+    """conf/config.yaml with Hydra ``overrides`` applied, unresolved and unchecked."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+
+    overrides = [str(o) for o in overrides]
+    try:
+        if GlobalHydra.instance().is_initialized():  # inside the `a2rl run` app: same conf/
+            return hydra_compose(config_name=CONFIG_NAME, overrides=overrides)
+        with initialize_config_dir(config_dir=str(conf_dir()), version_base=HYDRA_VERSION_BASE,
+                                   job_name="a2rl"):
+            return hydra_compose(config_name=CONFIG_NAME, overrides=overrides)
+    except (HydraException, OmegaConfBaseException) as err:
+        raise ConfigError(f"cannot compose conf/ with overrides {overrides}: {err}") from err
+
+
+def to_checked(cfg: DictConfig, overrides: Sequence[str] = ()) -> RunConfig:
+    """``a2rl.config.types.to_run_config`` with OmegaConf's errors (unknown key, wrong type) turned
+    into ConfigError; every message names the offending key."""
+    try:
+        return to_run_config(cfg)
+    except ConfigError:
+        raise
+    except OmegaConfBaseException as err:
+        where = f" (overrides {list(overrides)})" if overrides else ""
+        raise ConfigError(f"invalid config{where}: {err}") from err
+
+
+def compose(overrides: Sequence[str] = ()) -> RunConfig:
+    """The checked RunConfig for ``overrides`` (Hydra syntax: ``task=gsm8k``, ``seed=1``,
+    ``budget.time_limit_s=60``). Raises ConfigError naming the bad key or option."""
+    return to_checked(compose_dict(overrides), overrides)
+
+
+def grid_overrides(grid: str, extra: Iterable[str] = ()) -> list[str]:
+    """Overrides selecting conf/grid/<grid>.yaml, followed by ``extra`` ones for every cell.
+    ``extra`` must not choose a cell axis (task=, agent=, driver=, seed=)."""
+    extra = [str(o) for o in extra]
+    for override in extra:
+        key = override.split("=", 1)[0].lstrip("+~")
+        if key in CELL_AXES or key == "grid":
+            raise ConfigError(f"override {override!r} chooses {key!r}, which the grid decides; "
+                              f"change conf/grid/{grid}.yaml or run one cell with `a2rl run`")
+    return [f"grid={grid}", *extra]
+
+
+def grid_cells(cfg: RunConfig) -> list[dict[str, Any]]:
+    """The grid's cells, task x agent x driver x seed, in that nesting order. Agents listed in
+    ``grid.reference_agents`` need no LLM and get driver ``none`` only, whatever ``grid.drivers``
+    says; an agent in ``grid.agent_tasks`` runs on the tasks listed there only; repeated names
+    give one cell."""
+    grid = cfg.grid
+    cells: list[dict[str, Any]] = []
+    seen: set[tuple[str, str, str, int]] = set()
+    for task in grid.tasks:
+        for agent in (a for a in grid.agents if grid.runs(a, task)):
+            drivers = ["none"] if agent in grid.reference_agents else list(grid.drivers)
+            for driver in drivers:
+                for seed in grid.seeds:
+                    key = (str(task), str(agent), str(driver), int(seed))
+                    if key not in seen:
+                        seen.add(key)
+                        cells.append(dict(zip(CELL_AXES, key)))
+    return cells
+
+
+def cell_overrides(cell: dict[str, Any], base: Sequence[str] = ()) -> list[str]:
+    """The overrides composing one cell: ``base`` (e.g. ``grid_overrides(...)``), then the
+    cell's task, agent, driver and seed."""
+    return [*base, *(f"{axis}={cell[axis]}" for axis in CELL_AXES)]
+
+
+def task_overrides(task: str, base: Sequence[str] = ()) -> list[str]:
+    """The overrides composing the grid's config for one task (model, data and baseline depend
+    on the task alone)."""
+    return [*base, f"task={task}"]

@@ -1,0 +1,155 @@
+"""The driver side of a run: the recording proxy (and, for the replay driver, the scripted
+server behind it), and the launch of an LLM agent's CLI against it.
+
+``driver_session(cfg, run, events)`` is a context manager yielding the run's ``LLMProxy`` (None
+for driver ``none``). ``StackRun`` prepares an LLM agent: its tools folder (checked before the
+clock starts), the sandbox mounts, the command line and environment, and collecting its
+transcript afterwards. The runner uses both; nothing here knows about grading.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Optional
+
+from a2rl.common.events import EventLog
+from a2rl.common.layout import Layout, RunPaths
+from a2rl.config.types import RunConfig
+from a2rl.llm.proxy import LLMProxy, ProxySettings
+from a2rl.llm.replay import ReplayScript, ReplayServer
+from a2rl.llm.stacks import (
+    AGENT_DIR_VIEW,
+    AgentStack,
+    Launch,
+    LaunchContext,
+    build_prompt,
+    stack_of,
+    tools_dir,
+)
+
+KEYED_PROVIDERS = ("anthropic", "openai", "gemini")
+DEFAULT_REPLAY_SCRIPT = "replay_train_and_submit.yaml"
+
+
+class DriverKeyMissing(RuntimeError):
+    """The driver's API key variable is not set (a harness failure, before the run starts)."""
+
+
+def replay_script(cfg: RunConfig) -> ReplayScript:
+    """The replay driver's script: driver.script (relative to paths.root) or the packaged one."""
+    if cfg.driver.script:
+        path = Path(cfg.driver.script)
+        return ReplayScript.load(path if path.is_absolute() else Path(cfg.paths.root) / path)
+    packaged = resources.files("a2rl").joinpath("templates", DEFAULT_REPLAY_SCRIPT)
+    import yaml
+
+    return ReplayScript.parse(yaml.safe_load(packaged.read_text()), str(packaged))
+
+
+def api_key(cfg: RunConfig) -> Optional[str]:
+    """The driver's real key, from the variable ``driver.api_key_env`` names."""
+    variable = cfg.driver.api_key_env
+    key = os.environ.get(variable) if variable else None
+    if cfg.driver.provider in KEYED_PROVIDERS and not key:
+        raise DriverKeyMissing(f"driver {cfg.driver.name!r} needs its API key in ${variable}; "
+                               f"set it in the harness's environment (the agent never sees it)")
+    return key or None
+
+
+def check_driver(cfg: RunConfig) -> None:
+    """Fail before anything starts when an LLM agent has no driver or a keyless one."""
+    if cfg.agent.kind == "llm" and cfg.driver.provider == "none":
+        raise DriverKeyMissing(f"agent {cfg.agent.name!r} needs a driver LLM; got driver none")
+    if cfg.driver.provider != "none":
+        api_key(cfg)
+
+
+@contextmanager
+def driver_session(cfg: RunConfig, run: RunPaths, events: EventLog) -> Iterator[Optional[LLMProxy]]:
+    """Start the run's proxy (and replay server); yields the proxy, None for driver none."""
+    if cfg.driver.provider == "none":
+        yield None
+        return
+    with ExitStack() as stack:
+        base_url = cfg.driver.base_url
+        if cfg.driver.provider == "replay":
+            script = replay_script(cfg)
+            server = stack.enter_context(ReplayServer(script, cfg.driver.model or "replay"))
+            base_url = server.url
+            events.emit("replay_start", url=server.url, script=script.source,
+                        turns=len(script.steps))
+        settings = ProxySettings(
+            provider=cfg.driver.provider, model=cfg.driver.model or "replay",
+            base_url=base_url or "", api_key=api_key(cfg),
+            openai_base_url=cfg.driver.openai_base_url,
+            price_in_per_mtok=cfg.driver.price_in_per_mtok,
+            price_out_per_mtok=cfg.driver.price_out_per_mtok,
+            price_cached_in_per_mtok=cfg.driver.price_cached_in_per_mtok,
+            max_tokens=cfg.budget.llm_max_tokens, max_usd=cfg.budget.llm_max_usd)
+        proxy = LLMProxy(settings, run.llm_calls, "a2rl-" + secrets.token_urlsafe(24),
+                         on_exhausted=lambda totals: events.emit("llm_budget_exhausted",
+                                                                 **totals))
+        stack.enter_context(proxy)
+        events.emit("proxy_start", url=proxy.url, provider=settings.provider,
+                    model=settings.model, max_tokens=settings.max_tokens,
+                    max_usd=settings.max_usd)
+        try:
+            yield proxy
+        finally:
+            events.emit("proxy_stop", **proxy.log.totals())
+
+
+@dataclass
+class StackRun:
+    """An LLM agent's stack prepared for one run."""
+
+    stack: AgentStack
+    tools: Path
+    agent_dir: Path  # host side; mounted read-write at AGENT_DIR_VIEW under bwrap
+
+    @classmethod
+    def prepare(cls, cfg: RunConfig, run: RunPaths) -> "StackRun":
+        """Check the tools folder (raises AgentNotInstalled) and make the agent folder."""
+        stack = stack_of(cfg.agent.stack)
+        tools = tools_dir(Layout.from_paths(cfg.paths).resources, stack.name,
+                          cfg.agent.version)
+        stack.check_installed(tools, cfg.agent.version)
+        run.agent_files.mkdir(parents=True, exist_ok=True)
+        run.agent_files.chmod(0o777)
+        return cls(stack, tools, run.agent_files)
+
+    def mounts(self) -> dict[str, Any]:
+        """Sandbox arguments: the tools read-only, the agent folder read-write."""
+        return {"extra_ro": self.stack.mounts(self.tools),
+                "extra_rw": {AGENT_DIR_VIEW: self.agent_dir}}
+
+    def launch(self, cfg: RunConfig, sandbox, proxy: LLMProxy, description: str,
+               home: str) -> Launch:
+        """The command line and extra environment; writes the launch's files first."""
+        agent_view = AGENT_DIR_VIEW if sandbox.kind == "bwrap" else str(self.agent_dir)
+        ctx = LaunchContext(prompt=build_prompt(description, sandbox.workspace_view),
+                            model=proxy.settings.model, provider=proxy.settings.provider,
+                            proxy_url=proxy.url, api_key=proxy.dummy_key,
+                            tools_dir=str(self.tools), agent_dir=agent_view,
+                            workspace=sandbox.workspace_view, home=home,
+                            time_limit_s=cfg.budget.time_limit_s, args=list(cfg.agent.args))
+        launch = self.stack.launch(ctx)
+        for name, text in launch.files.items():
+            path = self.agent_dir / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        for folder in [self.agent_dir, *self.agent_dir.rglob("*")]:  # the agent runs as uid 1000
+            if folder.is_dir():
+                folder.chmod(0o777)
+        return launch
+
+    def finish(self, run: RunPaths) -> dict[str, Any]:
+        """Collect the transcript into run.transcript; what run.json records of it."""
+        found = self.stack.collect_transcript(self.agent_dir, run.transcript)
+        return {"transcript": run.transcript.name if found else None}

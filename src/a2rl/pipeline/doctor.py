@@ -1,0 +1,402 @@
+"""``a2rl doctor``: can this machine run a grid (by default the smoke grid) as configured?
+
+In about a minute it checks that bubblewrap runs a sandbox, that the agents' Python has the
+training stack, and that the base model is prepared (it prepares it when not); reports the
+hardware and the precision ``auto`` picks; times one training step and one batch of generation
+on the real base model in that precision; and from those timings predicts, per cell of the
+grid, when each reference agent makes its first submission and how long the cell takes,
+saying plainly what to change when a plan does not fit its budget.
+
+The predictions are estimates from two measured rates (training tokens a second and
+generation) scaled by each task's token counts; they are not a substitute for the run itself,
+but they tell a machine that can do a cell in minutes from one that needs hours.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from a2rl.agents.plan import RESERVE_S, SFT_BATCH, SFT_MAX_LEN, SFT_STEPS
+from a2rl.common.hardware import AGENT_DEVICE, describe, one_line, resolve_precision, torch_dtype
+from a2rl.config.compose import cell_overrides, compose, grid_cells, grid_overrides
+from a2rl.config.types import RunConfig
+
+ASSUMED_ROW_TOKENS = 400  # a training row's length when the task is not prepared yet
+ASSUMED_PROMPT_TOKENS = 300  # an interactive step's prompt when the task is not prepared yet
+TRAIN_OVERHEAD_S = 20.0  # loading the model and TRL's set-up, saving the checkpoint
+NOOP_CELL_S = 30.0  # a noop cell: the workspace, one cached submission, the summary
+TRAINING_STACK = ("torch", "transformers", "trl", "datasets", "peft", "accelerate")
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class Rates:
+    """Measured on the base model in the precision the agents and the grader would use."""
+
+    train_s_per_token: float  # forward + backward, per token in the batch
+    optimizer_s: float  # the AdamW update of one step, whatever the batch
+    prefill_s_per_token: float  # the prompt pass of generation, per prompt token
+    decode_step_s: dict[int, float]  # batch size -> seconds for one generated token
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class CellPlan:
+    cell: str
+    budget_s: float
+    first_submission_s: float | None
+    verdict: str
+    predicted_s: float
+    advice: str = ""
+
+
+# ------------------------------------------------------------------------------- checks
+
+
+def check_sandbox(kind: str = "bwrap") -> Check:
+    """Run the agents' Python under bubblewrap with the harness's own sandbox arguments."""
+    from a2rl.isolation.sandbox import Sandbox, SandboxUnavailable
+
+    if kind == "none":
+        return Check("sandbox", True, "sandbox=none: agents run WITHOUT isolation")
+    with tempfile.TemporaryDirectory(prefix="a2rl-doctor-") as tmp:
+        root = Path(tmp)
+        for sub in ("workspace/code", "workspace/output", "tools", "grader"):
+            (root / sub).mkdir(parents=True)
+        try:
+            box = Sandbox("bwrap", root / "workspace", root / "tools", root / "grader")
+        except SandboxUnavailable as err:
+            return Check("sandbox", False, str(err))
+        argv = box.command([sys.executable, "-c", "import os; print(os.getuid())"],
+                           {"PATH": "/usr/bin:/bin"})
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    if out.returncode != 0:
+        return Check("sandbox", False, f"bwrap failed (exit {out.returncode}): "
+                                       f"{out.stderr.strip()[-300:]}; unprivileged user "
+                                       f"namespaces may be off (sysctl kernel."
+                                       f"unprivileged_userns_clone=1), or set sandbox=none")
+    return Check("sandbox", True, f"bubblewrap runs the agents' Python (uid "
+                                  f"{out.stdout.strip()} inside)")
+
+
+def check_agent_python() -> Check:
+    """The agents run the harness's interpreter (``{python}`` in conf/agent/*.yaml)."""
+    code = ("import importlib.metadata as m; print(' '.join(f'{p} {m.version(p)}' for p in "
+            f"{list(TRAINING_STACK)!r}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=False)
+    if out.returncode != 0:
+        return Check("agent python", False, f"{sys.executable} lacks the training stack: "
+                                            f"{out.stderr.strip().splitlines()[-1:]}; run "
+                                            f"scripts/setup.sh")
+    return Check("agent python", True, f"{sys.executable}: {out.stdout.strip()}")
+
+
+def ensure_model(cfg: RunConfig) -> tuple[Path, Check]:
+    from a2rl.pipeline.stages import base_model_dir, prepare_model
+
+    model_dir = base_model_dir(cfg)
+    if (model_dir / "config.json").is_file():
+        return model_dir, Check("base model", True, f"{cfg.task.model.name} at {model_dir}")
+    started = time.monotonic()
+    prepare_model(cfg)
+    return model_dir, Check("base model", True, f"{cfg.task.model.name} was missing; prepared "
+                                                f"it in {time.monotonic() - started:.0f}s")
+
+
+# ------------------------------------------------------------------------------ timings
+
+TRAIN_SHAPE = (2, 256)  # batch x tokens of the timed training step (scaled to each task)
+DECODE_BATCHES = (4, 16)
+PROMPT_TOKENS = 192
+DECODE_TOKENS = 16
+
+
+def time_training(model_dir: Path, precision: str) -> tuple[float, float]:
+    """(seconds per token of forward + backward, seconds of one AdamW step) the way the SFT
+    script trains (fp32 weights, bf16 autocast or none, no gradient checkpointing): the faster
+    of two timed steps after a warm-up step, so a busy moment does not count as the machine's
+    speed."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    batch, length = TRAIN_SHAPE
+    ids = torch.randint(0, model.config.vocab_size, (batch, length),
+                        generator=torch.Generator().manual_seed(0))
+    passes, steps = [], []
+    for _ in range(3):
+        started = time.perf_counter()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        stepped = time.perf_counter()
+        opt.step()
+        opt.zero_grad()
+        passes.append(stepped - started)
+        steps.append(time.perf_counter() - stepped)
+    return min(passes[1:]) / (batch * length), min(steps[1:])
+
+
+def time_generation(model_dir: Path, precision: str) -> tuple[float, dict[int, float]]:
+    """(seconds per prompt token, {batch: seconds per generated token for that many prompts}),
+    greedy, in ``precision``."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch_dtype(precision)).eval()
+    decode = {}
+    with torch.inference_mode():
+        for batch in DECODE_BATCHES:
+            ids = torch.randint(0, model.config.vocab_size, (batch, PROMPT_TOKENS),
+                                generator=torch.Generator().manual_seed(batch))
+            model(input_ids=ids[:1, :16])  # warm-up
+            started = time.perf_counter()
+            model(input_ids=ids)
+            prefill = time.perf_counter() - started
+            started = time.perf_counter()
+            model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                           max_new_tokens=DECODE_TOKENS, min_new_tokens=DECODE_TOKENS)
+            decode[batch] = max(0.0, time.perf_counter() - started - prefill) / DECODE_TOKENS
+            per_token = prefill / ids.numel()
+    return per_token, decode
+
+
+def decode_step_s(rates: Rates, batch: int) -> float:
+    """A generated token for ``batch`` prompts, on the line through the two measured batches."""
+    (b1, t1), (b2, t2) = sorted((int(k), v) for k, v in rates.decode_step_s.items())
+    return max(t1, t1 + (t2 - t1) * (batch - b1) / (b2 - b1))
+
+
+def measure(model_dir: Path, train_precision: str, inference_precision: str) -> Rates:
+    started = time.monotonic()
+    train, optimizer = time_training(model_dir, train_precision)
+    trained = time.monotonic()
+    prefill, decode = time_generation(model_dir, inference_precision)
+    return Rates(train, optimizer, prefill, decode,
+                 {"training": round(trained - started, 1),
+                  "generation": round(time.monotonic() - trained, 1)})
+
+
+# ---------------------------------------------------------------------------- predictions
+
+
+def token_lengths(path: Path, tokenizer, fields: tuple[str, ...], limit: int = 64) -> float | None:
+    """Mean token count of the text ``fields`` of up to ``limit`` rows of a JSONL file (None when
+    the file is missing or has none of them)."""
+    if not path.is_file():
+        return None
+    counts = []
+    with path.open() as f:
+        for line in f:
+            if len(counts) >= limit:
+                break
+            row = json.loads(line) if line.strip() else {}
+            text = " ".join(str(row[k]) for k in fields if k in row)
+            if "messages" in row and "messages" in fields:
+                text = " ".join(m.get("content", "") for m in row["messages"])
+            if text:
+                counts.append(len(tokenizer(text)["input_ids"]))
+    return sum(counts) / len(counts) if counts else None
+
+
+def count_lines(path: Path) -> int | None:
+    if not path.is_file():
+        return None
+    with path.open() as f:
+        return sum(1 for line in f if line.strip())
+
+
+def env_int(cfg: RunConfig, name: str, default: int) -> int:
+    return int(cfg.agent.env.get(name, default))
+
+
+def reserve_of(cfg: RunConfig) -> float:
+    return float(cfg.agent.env.get("A2RL_RESERVE_S", RESERVE_S))
+
+
+def eval_seconds(cfg: RunConfig, rates: Rates, tokenizer) -> tuple[float, str]:
+    """The grader's evaluation of one submission of ``cfg``'s task: the baseline's measured
+    time when there is one on this machine, else an estimate from the rates."""
+    from a2rl.common.layout import Layout
+
+    layout = Layout.from_paths(cfg.paths)
+    prepared, baseline = layout.prepared(cfg.task.id), layout.baseline(cfg.task.id)
+    if baseline.is_file():
+        test = json.loads(baseline.read_text()).get("test") or {}
+        if test.get("seconds") and not test.get("cached"):
+            return float(test["seconds"]), "measured by the baseline"
+    items = count_lines(prepared.test) or int(cfg.task.params.get("test_size")
+                                              or cfg.task.params.get("test_games") or 100)
+    steps = int(cfg.task.params.get("max_steps", 1))  # an interactive game: a call a step
+    prompt = (token_lengths(prepared.test, tokenizer, ("prompt", "question"))
+              or ASSUMED_PROMPT_TOKENS)
+    calls = items * steps
+    batches = math.ceil(items / cfg.task.inference.batch_size) * steps
+    batch = min(items, cfg.task.inference.batch_size)
+    seconds = (calls * prompt * rates.prefill_s_per_token
+               + batches * cfg.task.inference.max_new_tokens * decode_step_s(rates, batch))
+    return seconds, "estimated"
+
+
+def grpo_iteration_s(cfg: RunConfig, rates: Rates) -> float:
+    """One GRPO iteration, roughly: games x group episodes played in lockstep (one batched
+    generation a step, ~16 new tokens) and an update over about half their steps."""
+    episodes = env_int(cfg, "A2RL_GRPO_GAMES", 8) * env_int(cfg, "A2RL_GRPO_GROUP", 4)
+    steps = env_int(cfg, "A2RL_GRPO_MAX_STEPS", int(cfg.task.params.get("max_steps", 12)))
+    rollout = steps * (episodes * ASSUMED_PROMPT_TOKENS * rates.prefill_s_per_token
+                       + 16 * decode_step_s(rates, episodes))
+    update = episodes * steps / 2 * ASSUMED_PROMPT_TOKENS * rates.train_s_per_token
+    return rollout + update
+
+
+def plan_cell(cfg: RunConfig, rates: Rates, tokenizer,
+              evaluation: tuple[float, str]) -> CellPlan:
+    """``evaluation``: (seconds, how known) of one evaluation of the cell's task."""
+    from a2rl.common.layout import Layout
+
+    prepared = Layout.from_paths(cfg.paths).prepared(cfg.task.id)
+    name = f"{cfg.task.id}/{cfg.agent.name}/{cfg.driver.name}/seed{cfg.seed}"
+    budget = cfg.budget.time_limit_s
+    evaluation, how = evaluation
+    if cfg.agent.name == "grpo":
+        seconds = grpo_iteration_s(cfg, rates)
+        iters = env_int(cfg, "A2RL_GRPO_ITERS", 3)
+        first = TRAIN_OVERHEAD_S + iters * seconds
+        return CellPlan(name, budget, min(first, budget - reserve_of(cfg)),
+                        f"first submission after a GRPO round of {iters} iterations of "
+                        f"~{seconds:.0f}s (estimated; fewer if they do not fit)", budget)
+    if cfg.agent.name == "dpo":  # sampling + DPO rounds: no step-time model of them yet
+        return CellPlan(name, budget, None, "DPO rounds until the budget ends (sampling and "
+                        "steps not predicted)", budget)
+    if cfg.agent.name not in SFT_STEPS:
+        verdict = ("submits the base model at once" if cfg.agent.name == "noop" else
+                   "not a reference agent: its plan is the LLM's own")
+        # noop's submission is the base model, answered from the baseline's cached score
+        return CellPlan(name, budget, 0.0 if cfg.agent.name == "noop" else None, verdict,
+                        NOOP_CELL_S if cfg.agent.name == "noop" else budget)
+    steps = env_int(cfg, "A2RL_SFT_STEPS", SFT_STEPS[cfg.agent.name])
+    batch = env_int(cfg, "A2RL_SFT_BATCH", SFT_BATCH)
+    row = min(token_lengths(prepared.data / "train.jsonl", tokenizer,
+                            ("prompt", "completion", "question", "answer", "messages"))
+              or ASSUMED_ROW_TOKENS, env_int(cfg, "A2RL_SFT_MAX_LEN", SFT_MAX_LEN))
+    step_s = rates.train_s_per_token * batch * row + rates.optimizer_s
+    first = TRAIN_OVERHEAD_S + steps * step_s
+    reserve = reserve_of(cfg)
+    usable = budget - reserve
+    if first <= usable:
+        verdict = f"first submission after {steps} steps of ~{step_s:.1f}s"
+        advice = ""
+    else:
+        fit = max(0, int((usable - TRAIN_OVERHEAD_S) / step_s))
+        need = math.ceil(first + reserve)
+        verdict = (f"only {fit} of {steps} steps fit: the agent stops there and submits" if fit
+                   else "no step fits: the agent submits the base model")
+        advice = (f"for all {steps} steps: budget.time_limit_s={need}, or fewer steps: "
+                  f"++agent.env.A2RL_SFT_STEPS={max(1, fit)}")
+    if cfg.agent.name == "sft":
+        rounds = env_int(cfg, "A2RL_SFT_MAX_ROUNDS", 5)
+        work = rounds * (first + (evaluation if cfg.budget.count_eval_time else 0))
+        predicted = min(work, budget) + (0 if cfg.budget.count_eval_time else rounds * evaluation)
+    else:  # sft_grpo: GRPO rounds go on until the budget ends; evaluations may be extra
+        predicted = budget + (0 if cfg.budget.count_eval_time else 3 * evaluation)
+    return CellPlan(name, budget, min(first, usable), f"{verdict} ({how} "
+                    f"evaluation {evaluation:.0f}s)", predicted, advice)
+
+
+# ---------------------------------------------------------------------------------- report
+
+
+def plan_cells(grid_cfg: RunConfig) -> list[dict[str, Any]]:
+    """One cell per (task, agent): drivers and seeds do not change a reference agent's plan,
+    and an LLM agent's plan is its own (the paper grid has 687 cells, 54 of these)."""
+    seen, cells = set(), []
+    for cell in grid_cells(grid_cfg):
+        if (cell["task"], cell["agent"]) not in seen:
+            seen.add((cell["task"], cell["agent"]))
+            cells.append(cell)
+    return cells
+
+
+def diagnose(grid: str = "smoke", extra: list[str] | None = None) -> dict[str, Any]:
+    """Everything ``a2rl doctor`` reports, as a dict."""
+    from transformers import AutoTokenizer
+
+    started = time.monotonic()
+    base = grid_overrides(grid, extra or [])
+    cells = [compose(cell_overrides(c, base)) for c in plan_cells(compose(base))]
+    checks = [check_sandbox(cells[0].sandbox), check_agent_python()]
+    model_dir, model_check = ensure_model(cells[0])
+    checks.append(model_check)
+    train_p = resolve_precision(cells[0].agent.precision, AGENT_DEVICE)
+    infer_p = resolve_precision(cells[0].task.inference.precision)
+    rates = measure(model_dir, train_p, infer_p)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    # the rates are the timed model's: cells on another model are listed, not predicted
+    timed = [cfg for cfg in cells if cfg.task.model.name == cells[0].task.model.name]
+    # one evaluation estimate per task: it tokenizes the task's test split
+    evaluations = {cfg.task.id: eval_seconds(cfg, rates, tokenizer) for cfg in timed}
+    plans = [plan_cell(cfg, rates, tokenizer, evaluations[cfg.task.id]) for cfg in timed]
+    plans += [CellPlan(f"{cfg.task.id}/{cfg.agent.name}", cfg.budget.time_limit_s, None,
+                       f"not timed: model {cfg.task.model.name}, not "
+                       f"{cells[0].task.model.name}; run `a2rl doctor` with that task alone",
+                       cfg.budget.time_limit_s) for cfg in cells if cfg not in timed]
+    baselines = {task: round(seconds) for task, (seconds, _) in evaluations.items()}
+    return {"grid": grid, "hardware": describe(agent=train_p, inference=infer_p),
+            "checks": [asdict(c) for c in checks], "rates": asdict(rates),
+            "cells": [asdict(p) for p in plans], "baselines_s": baselines,
+            "predicted_grid_s": round(sum(p.predicted_s for p in plans)
+                                      + sum(baselines.values())),
+            "ok": all(c.ok for c in checks) and not any(p.advice for p in plans),
+            "seconds": round(time.monotonic() - started, 1)}
+
+
+def render(report: dict[str, Any]) -> str:
+    lines = [f"a2rl doctor: grid {report['grid']}",
+             f"machine   {one_line(report['hardware'])}"]
+    for c in report["checks"]:
+        lines.append(f"{'ok  ' if c['ok'] else 'FAIL'}      {c['name']}: {c['detail']}")
+    r = report["rates"]
+    lines.append(f"timed     training step {r['train_s_per_token'] * 1e3:.3f} ms/token "
+                 f"+ {r['optimizer_s']:.2f}s AdamW (8 x 400 tokens: "
+                 f"{r['train_s_per_token'] * 3200 + r['optimizer_s']:.1f}s); prompt pass "
+                 f"{r['prefill_s_per_token'] * 1e3:.3f} ms/token; a generated token for "
+                 + ", ".join(f"{b} prompts {t * 1e3:.0f} ms"
+                             for b, t in r["decode_step_s"].items()))
+    for p in report["cells"]:
+        lines.append(f"cell      {p['cell']}: budget {p['budget_s']:.0f}s; {p['verdict']}; "
+                     f"predicted {p['predicted_s'] / 60:.1f} min")
+        if p["advice"]:
+            lines.append(f"  change  {p['advice']}")
+    lines.append("baseline  " + "; ".join(f"{task} {s / 60:.1f} min"
+                                          for task, s in report["baselines_s"].items()))
+    lines.append(f"grid      predicted {report['predicted_grid_s'] / 60:.0f} min for the baselines "
+                 f"and cells (plus preparing the tasks); doctor took {report['seconds']:.0f}s")
+    lines.append("verdict   " + ("ready" if report["ok"] else
+                                 "see FAIL and change lines above"))
+    return "\n".join(lines)
+
+
+def main(args: list[str]) -> int:
+    as_json = "--json" in args
+    rest = [a for a in args if a != "--json"]
+    grid = next((a.split("=", 1)[1] for a in rest if a.startswith("grid=")), "smoke")
+    report = diagnose(grid, [a for a in rest if not a.startswith("grid=")])
+    print(json.dumps(report, indent=1) if as_json else render(report))
+    return 0 if report["ok"] else 1

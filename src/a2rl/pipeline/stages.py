@@ -1,0 +1,223 @@
+"""The pipeline's stages as plain functions of one composed RunConfig. Snakemake rules, DVC
+stages and the ``a2rl run`` Hydra app all call these and nothing else.
+
+prepare_model -> prepare_task -> measure_baseline -> run_agent -> final_grade -> summarize_run
+-> export_model, then build_leaderboard and build_report over the grid's runs.
+
+Paths: ``Layout.from_paths(cfg.paths)``; a task's results are keyed by ``cfg.task.id``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from a2rl.common.files import read_json, utc_now, write_json_atomic
+from a2rl.common.layout import Layout, PreparedTaskPaths, RunPaths
+from a2rl.config.types import RunConfig
+
+log = logging.getLogger(__name__)
+TASK_CODE = ("common", "config", "task", "isolation")  # what a task's preparation may run
+
+
+def layout_of(cfg: RunConfig) -> Layout:
+    return Layout.from_paths(cfg.paths)
+
+
+def run_paths(cfg: RunConfig) -> RunPaths:
+    return layout_of(cfg).run(cfg.task.id, cfg.agent.name, cfg.driver.name, cfg.seed)
+
+
+def prepare_model(cfg: RunConfig) -> Path:
+    """Make the task's base model folder under resources/models/{model.name}."""
+    from a2rl.models.provision import prepare_base_model
+    return prepare_base_model(cfg.task.model, layout_of(cfg).model(cfg.task.model.name))
+
+
+def base_model_dir(cfg: RunConfig) -> Path:
+    return layout_of(cfg).base_model(cfg.task.model)
+
+
+def load_task_of(cfg: RunConfig):
+    from a2rl.pipeline.harness import PipelineHarness
+    from a2rl.task.base import load_task
+    task = load_task(cfg.task, Path(cfg.paths.root) / cfg.paths.data)
+    task.harness = PipelineHarness(layout_of(cfg))
+    return task
+
+
+def prepare_task(cfg: RunConfig, reuse: bool = False) -> PreparedTaskPaths:
+    """Write results/prepared/{task.id}/ (data/, sealed/, prepared.json). ``reuse``: keep what
+    is there when it was prepared from the same task config and the same code (``a2rl run``
+    uses it; Snakemake decides for itself what is out of date)."""
+    task = load_task_of(cfg)
+    out = layout_of(cfg).prepared(cfg.task.id)
+    fingerprint = task_fingerprint(cfg, task)
+    if reuse and _prepared_with(out, fingerprint):
+        log.info("results/prepared/%s is up to date (fingerprint %s); reused", cfg.task.id,
+                 fingerprint[:12])
+        return out
+    out.data.mkdir(parents=True, exist_ok=True)
+    out.sealed.mkdir(parents=True, exist_ok=True)
+    facts = task.prepare(out)
+    write_json_atomic(out.manifest, {"task": cfg.task.id, "name": cfg.task.name,
+                                     "prepared": utc_now(), "fingerprint": fingerprint, **facts})
+    return out
+
+
+def task_fingerprint(cfg: RunConfig, task) -> str:
+    """Hash of the task's config and of the code that prepares it (the task's package and
+    a2rl packages tasks use; not the reference agents or the report, which never touch a
+    task's data), so a changed generator never reuses stale data."""
+    import inspect
+
+    import a2rl
+
+    digest = hashlib.sha256(json.dumps(
+        {"id": cfg.task.id, "name": cfg.task.name, "params": cfg.task.params,
+         "data": str(cfg.paths.data)}, sort_keys=True, default=str).encode())
+    sources = sorted(Path(inspect.getfile(type(task))).parent.rglob("*.py"))
+    for package in TASK_CODE:
+        sources += sorted((Path(a2rl.__file__).parent / package).rglob("*.py"))
+    for source in sources:
+        digest.update(source.read_bytes())
+    return digest.hexdigest()
+
+
+def _prepared_with(out: PreparedTaskPaths, fingerprint: str) -> bool:
+    try:
+        manifest = json.loads(out.manifest.read_text())
+    except (OSError, ValueError):
+        return False
+    return (manifest.get("fingerprint") == fingerprint and out.test.is_file()
+            and out.data.is_dir() and any(out.data.iterdir()))
+
+
+def file_hash(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def measure_baseline(cfg: RunConfig) -> dict[str, Any]:
+    """Score the base model on the sealed split(s); writes results/baseline/{task.id}/baseline.json
+    (cached by task, model hash and split hash; never cached when it failed)."""
+    from a2rl.models.provision import content_hash
+    layout = layout_of(cfg)
+    task = load_task_of(cfg)
+    prepared = layout.prepared(cfg.task.id)
+    model_dir = base_model_dir(cfg)
+    model_hash = content_hash(model_dir)
+    record: dict[str, Any] = {"task": cfg.task.id, "model": cfg.task.model.name,
+                              "model_hash": model_hash, "validation": None,
+                              "hardware": _grading_hardware(cfg)}
+    splits = [("test", prepared.test)]
+    if cfg.task.feedback == "validation" or prepared.validation.exists():
+        splits.append(("validation", prepared.validation))
+    for name, split in splits:
+        if split.exists():
+            record[name] = _cached_score(layout, cfg, task, model_dir, model_hash, split)
+    write_json_atomic(layout.baseline(cfg.task.id), record)
+    return record
+
+
+def _grading_hardware(cfg: RunConfig) -> dict[str, Any]:
+    from a2rl.common.hardware import describe, resolve_precision
+    return describe(inference=resolve_precision(cfg.task.inference.precision))
+
+
+def _cached_score(layout: Layout, cfg: RunConfig, task, model_dir: Path, model_hash: str,
+                  split: Path) -> dict[str, Any]:
+    """The split's score, cached by task, model, split and inference settings, with the
+    precision ``auto`` resolved to on this machine in the key: scores generated in different
+    precisions are never mixed up. The cached record keeps the hardware that measured it."""
+    from a2rl.common.hardware import resolve_precision
+    precision = resolve_precision(cfg.task.inference.precision)
+    key = hashlib.sha256(f"{cfg.task.id}|{model_hash}|{file_hash(split)}|"
+                         f"{cfg.task.inference}|{precision}".encode()).hexdigest()[:32]
+    cache = layout.baseline_cache(key)
+    if cache.exists():
+        return read_json(cache) | {"cached": True}
+    started = time.monotonic()
+    result = task.evaluate(model_dir, split, cfg.task.inference)  # raises: nothing is cached
+    scored = result.to_dict() | {"seconds": round(time.monotonic() - started, 3),
+                                 "hardware": _grading_hardware(cfg)}
+    write_json_atomic(cache, scored)
+    return scored | {"cached": False}
+
+
+def run_agent(cfg: RunConfig) -> RunPaths:
+    """Provision the workspace, start the grader, run the agent sandboxed within its budget.
+    Writes the run directory (workspace/, ledger.jsonl, events.jsonl, agent.log, run.json)."""
+    from a2rl.pipeline.runner import execute, load_baseline
+    layout = layout_of(cfg)
+    task = load_task_of(cfg)
+    run = run_paths(cfg)
+    baseline = load_baseline(layout.baseline(cfg.task.id))
+    execute(cfg, task, run, layout.prepared(cfg.task.id), base_model_dir(cfg), baseline)
+    return run
+
+
+def final_grade(cfg: RunConfig) -> dict[str, Any]:
+    """Score the selected submission (best feedback score, earliest on ties) on the test split;
+    writes final.json. With test feedback the ledger's score is the test score (greedy decoding
+    is deterministic), so nothing is re-evaluated; with validation feedback it is rescored."""
+    from a2rl.grading.ledger import Ledger
+    from a2rl.models.provision import materialize_submission
+    layout = layout_of(cfg)
+    run = run_paths(cfg)
+    baseline = read_json(layout.baseline(cfg.task.id))["test"]
+    best = Ledger(run.ledger).best()
+    record = {"task": cfg.task.id, "agent": cfg.agent.name, "driver": cfg.driver.name,
+              "seed": cfg.seed, "feedback": cfg.task.feedback, "baseline": baseline["score"],
+              "no_valid_submission": best is None, "rescored": False,
+              "selected_submission": None, "artifact_hash": None}
+    if best is None:
+        scored = {"score": baseline["score"], "stderr": baseline["stderr"], "n": baseline["n"]}
+    elif best["split"] == "test":
+        details = run.evals / f"{best['submission_id']}.json"
+        scored = best | {"breakdown": read_json(details).get("breakdown") if details.exists()
+                         else None}
+    else:
+        artifact = run.store / best["artifact_hash"] / "artifact"
+        model_dir = materialize_submission(artifact, base_model_dir(cfg), artifact.parent / "model")
+        prepared = layout.prepared(cfg.task.id)
+        scored = load_task_of(cfg).evaluate(model_dir, prepared.test, cfg.task.inference).to_dict()
+        record["rescored"] = True
+    if best is not None:
+        record |= {"selected_submission": best["submission_id"],
+                   "artifact_hash": best["artifact_hash"]}
+    record |= {"test_score": scored["score"], "test_stderr": scored.get("stderr"),
+               "n": scored.get("n"),
+               "improvement": round(scored["score"] - baseline["score"], 4),
+               "breakdown": scored.get("breakdown")}
+    write_json_atomic(run.final, record)
+    return record
+
+
+def summarize_run(cfg: RunConfig) -> dict[str, Any]:
+    from a2rl.analysis.summary import summarize_run as summarize
+    return summarize(cfg)
+
+
+def export_model(cfg: RunConfig) -> Path:
+    """Copy (hard-link) the selected artifact to results/models/{task}/{agent}/{driver}/seed{k}/
+    (model/ and selected.json), where DVC tracks it."""
+    from a2rl.grading.recording import export_selected
+    run = run_paths(cfg)
+    dest = layout_of(cfg).selected_model(cfg.task.id, cfg.agent.name, cfg.driver.name, cfg.seed)
+    export_selected(run.final, run.store, dest)
+    return dest
+
+
+def build_leaderboard(run_roots: list[Path], layout: Layout):
+    from a2rl.analysis.leaderboard import build_leaderboard as build
+    return build(run_roots, layout)
+
+
+def build_report(run_roots: list[Path], layout: Layout) -> Path:
+    """The static HTML report of ``run_roots`` under results/report/ (index.html)."""
+    from a2rl.report import build_report as build
+    return build(run_roots, layout)

@@ -1,0 +1,185 @@
+"""The task interface. Each task lives in ``tasks/<name>/`` (package ``a2rl_tasks.<name>``) and
+exposes ``build(cfg: TaskConfig, data_root: Path) -> Task``. The harness never imports a
+particular task by name in code; it loads the one the config names.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from a2rl.common.layout import Layout, PreparedTaskPaths
+from a2rl.config.types import DriverConfig, InferenceConfig, ModelConfig, TaskConfig
+
+
+class TaskNotImplemented(RuntimeError):
+    """The grid names a task whose implementation does not exist yet."""
+
+
+class GradingUnavailable(RuntimeError):
+    """Grading could not be done for a reason outside the submission (a judge outage, a used-up
+    judge budget). The grader records the submission as ``judge_failed`` and does not count it
+    against the agent's submissions; a stage that must have a score fails."""
+
+
+class RecordingProxy(Protocol):
+    """A started LLM proxy for calls made while grading: clients call ``url`` (with /v1 for
+    OpenAI-style chat completions) with ``dummy_key``; the proxy holds the real key, prices and
+    logs every call, and answers HTTP 402 once its budget is spent."""
+
+    dummy_key: str
+
+    @property
+    def url(self) -> str: ...
+
+    def stop(self) -> None: ...
+
+
+class Harness(Protocol):
+    """What the harness lends a task that needs more than its data to grade (a judge model,
+    cached verdicts, a paid API judge). Implemented above the task layer
+    (``a2rl.pipeline.harness``), so that a task imports neither a2rl.models nor a2rl.llm."""
+
+    layout: Layout
+
+    def model_folder(self, model: ModelConfig) -> Path:
+        """The HF folder of ``model``, provisioned under the layout's models when missing."""
+        ...
+
+    def folder_hash(self, folder: Path) -> str:
+        """The content hash of a model folder (the same one submissions are keyed by)."""
+        ...
+
+    def recording_proxy(self, driver: DriverConfig, calls_log: Path, max_usd: float | None,
+                        timeout_s: float) -> RecordingProxy:
+        """A started proxy to ``driver`` logging to ``calls_log``; raises GradingUnavailable
+        when the driver's key is not in the harness's environment."""
+        ...
+
+
+@dataclass
+class EvalResult:
+    """Scores of one model on one split. ``per_item`` holds each item's score in [0, 1]."""
+
+    per_item: list[float]
+    seconds: float = 0.0
+    records: list[dict[str, Any]] = field(default_factory=list)
+    breakdown: dict[str, float] = field(default_factory=dict)
+    # what grading cost outside the model (a judge's calls, tokens, USD); kept apart from the
+    # agent's own LLM spending
+    usage: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return len(self.per_item)
+
+    @property
+    def score(self) -> float:
+        """Mean item score on the 0-100 scale."""
+        return 100.0 * sum(self.per_item) / self.n if self.n else 0.0
+
+    @property
+    def stderr(self) -> float:
+        """Standard error of ``score`` (0-100 scale)."""
+        if self.n < 2:
+            return 0.0
+        mean = sum(self.per_item) / self.n
+        var = sum((x - mean) ** 2 for x in self.per_item) / (self.n - 1)
+        return 100.0 * math.sqrt(var / self.n)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"score": self.score, "stderr": self.stderr, "n": self.n,
+               "seconds": self.seconds, "breakdown": self.breakdown}
+        return out | ({"usage": self.usage} if self.usage else {})
+
+
+@dataclass
+class ReplyScore:
+    """One reply's score in [0, 1], the task's verdict word for it and why."""
+
+    score: float
+    verdict: str
+    reason: str = ""
+
+
+class Task(ABC):
+    """One benchmark task: prepares its data, describes itself to the agent, scores models.
+
+    ``find_item`` and ``score_each`` score replies without a model (``a2rl score``); a task
+    that has not implemented them yet says so."""
+
+    # the fields an item of a split must have for score_each
+    item_fields: tuple[str, ...] = ()
+
+    def __init__(self, cfg: TaskConfig, data_root: Path):
+        self.cfg = cfg
+        self.data_root = Path(data_root)
+        # set by the harness (a2rl.pipeline.stages.load_task_of), for a task that needs more
+        # than its data to grade (a judge model, cached verdicts, an API judge's proxy)
+        self.harness: Harness | None = None
+        # set by the runner for the agent phase: where calls to paid services made while
+        # grading (an API judge) are logged, apart from the agent's llm_calls.jsonl
+        self.grading_calls: Path | None = None
+
+    @property
+    def name(self) -> str:
+        return self.cfg.name
+
+    @abstractmethod
+    def prepare(self, out: PreparedTaskPaths) -> dict[str, Any]:
+        """Write agent-visible training data to ``out.data`` and the sealed splits to
+        ``out.test`` (and ``out.validation`` when the task has one). Returns facts for the
+        manifest (sizes, sources, seeds)."""
+
+    @abstractmethod
+    def evaluate(self, model_dir: Path, split: Path, inference: InferenceConfig) -> EvalResult:
+        """Score the HF model folder ``model_dir`` on the items of ``split`` (a jsonl file)."""
+
+    def find_item(self, item_id: str) -> dict[str, Any]:
+        """The item ``item_id`` of any split, in the split files' format; KeyError if the task
+        has no such item."""
+        raise NotImplementedError(f"task {self.name!r} cannot look up items by id yet")
+
+    def score_each(self, items: list[dict[str, Any]], replies: list[str]) -> list[ReplyScore]:
+        """``replies[i]`` scored as the answer to ``items[i]``, exactly as ``evaluate`` scores a
+        model's reply (extraction, execution, comparison)."""
+        raise NotImplementedError(f"task {self.name!r} cannot score replies yet")
+
+    @abstractmethod
+    def description(self) -> str:
+        """The agent-facing description, a ``str.format`` template. Placeholders filled by the
+        harness: {time_limit_min}, {max_submissions}, {feedback}, {workspace}, {submit_command},
+        {grader_url}, {base_model}, {data_dir}."""
+
+
+def task_command(cfg: TaskConfig) -> Callable[[list[str]], int] | None:
+    """A task's own scoring command (``main(args)`` of ``a2rl_tasks.<name>.score``), for inputs
+    other than replies (e.g. AlpacaEval's judge annotations); None when the task has none."""
+    name = f"a2rl_tasks.{cfg.name}.score"
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as err:
+        if err.name and (name == err.name or name.startswith(err.name + ".")):
+            return None  # no such task, or a task without a command of its own
+        raise
+    return getattr(module, "main", None)
+
+
+def load_task(cfg: TaskConfig, data_root: Path) -> Task:
+    """Build the task the config names, or say clearly that it does not exist yet."""
+    if not cfg.implemented:
+        raise TaskNotImplemented(
+            f"task {cfg.name!r} is configured but not implemented yet (task.implemented=false)")
+    try:
+        module = importlib.import_module(f"a2rl_tasks.{cfg.name}")
+    except ModuleNotFoundError as err:
+        if err.name and err.name.startswith(f"a2rl_tasks.{cfg.name}"):
+            raise TaskNotImplemented(
+                f"task {cfg.name!r} has no implementation (expected tasks/{cfg.name}/)") from err
+        raise
+    return module.build(cfg, Path(data_root))

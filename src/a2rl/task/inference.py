@@ -1,0 +1,194 @@
+"""One interface for "generate completions for these prompts".
+
+``load_generator(model_dir, cfg)`` returns a Generator: HF transformers batched generation with
+left padding (CPU and GPU) or vLLM when ``cfg.backend`` is ``vllm`` (or ``auto`` with vLLM and a
+GPU present). Greedy unless ``cfg.temperature > 0``.
+
+Both backends tokenize prompts the same way (``encode_prompt``) and stop at the model's end of
+sequence tokens, so they differ only in numerics.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Protocol
+
+from a2rl.common.hardware import resolve_precision, torch_dtype
+from a2rl.config.types import InferenceConfig
+
+# vLLM shares the GPU with the agent's own training: take a bounded slice, not vLLM's default 90%.
+VLLM_GPU_MEMORY_UTILIZATION = 0.35
+
+
+class Generator(Protocol):
+    tokenizer: object
+
+    def generate(self, prompts: list[str], max_new_tokens: int | None = None) -> list[str]:
+        """Completions (new text only, special tokens stripped) for already-formatted prompts,
+        in prompt order."""
+
+
+def format_chat(tokenizer, user: str, system: str | None = None) -> str:
+    """The prompt string for one user turn: the tokenizer's chat template when it has one
+    (with the generation prompt added), else the plain text."""
+    if getattr(tokenizer, "chat_template", None):
+        messages = [{"role": "system", "content": system}] if system else []
+        messages.append({"role": "user", "content": user})
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return f"{system}\n\n{user}" if system else user
+
+
+def encode_prompt(tokenizer, prompt: str) -> list[int]:
+    """Token ids of a formatted prompt. A chat template usually writes the BOS token itself; it
+    is added only when the prompt does not already start with it."""
+    bos = getattr(tokenizer, "bos_token", None)
+    add_special = not (bos and prompt.startswith(bos))
+    return list(tokenizer(prompt, add_special_tokens=add_special)["input_ids"])
+
+
+def load_generator(model_dir: Path, cfg: InferenceConfig) -> Generator:
+    """The generator ``cfg.backend`` asks for (``auto``: vLLM when installed and a GPU is
+    present, else HF transformers)."""
+    if cfg.backend == "vllm":
+        if importlib.util.find_spec("vllm") is None:
+            raise RuntimeError("inference.backend=vllm but vllm is not installed; install it "
+                               "(pip install vllm, needs a CUDA GPU) or use backend=hf or auto")
+        return VLLMGenerator(model_dir, cfg)
+    if cfg.backend == "auto" and importlib.util.find_spec("vllm") is not None:
+        import torch
+
+        if torch.cuda.is_available():
+            return VLLMGenerator(model_dir, cfg)
+    return HFGenerator(model_dir, cfg)
+
+
+def _eos_ids(tokenizer, generation_config) -> list[int]:
+    ids = []
+    for value in (getattr(generation_config, "eos_token_id", None), tokenizer.eos_token_id):
+        if value is None:
+            continue
+        for i in (value if isinstance(value, (list, tuple)) else [value]):
+            if i is not None and int(i) not in ids:
+                ids.append(int(i))
+    return ids
+
+
+class HFGenerator:
+    """Batched HF transformers generation: prompts sorted by length, left-padded, with attention
+    mask and position ids from the mask, so batched greedy output equals one-at-a-time output."""
+
+    def __init__(self, model_dir: Path, cfg: InferenceConfig):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+        if cfg.torch_threads > 0:
+            torch.set_num_threads(cfg.torch_threads)
+        self.cfg = cfg
+        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.precision = resolve_precision(cfg.precision, self.device.type)
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.model = AutoModelForCausalLM.from_pretrained(model_dir,
+                                                          dtype=torch_dtype(self.precision))
+        self.model.to(self.device).eval()
+        self.eos_ids = _eos_ids(self.tokenizer, self.model.generation_config)
+        # generate() fills every unset option from model.generation_config; a submission's
+        # generation_config.json must not change the decoding (only which tokens end a text).
+        self.model.generation_config = GenerationConfig(
+            eos_token_id=self.eos_ids or None, pad_token_id=self.tokenizer.pad_token_id,
+            bos_token_id=self.model.generation_config.bos_token_id)
+
+    def _generation_config(self, max_new_tokens: int):
+        from transformers import GenerationConfig
+
+        sample = self.cfg.temperature > 0
+        return GenerationConfig(
+            max_new_tokens=max_new_tokens, do_sample=sample,
+            temperature=self.cfg.temperature if sample else None,
+            top_k=0 if sample else None, top_p=1.0 if sample else None,
+            eos_token_id=self.eos_ids or None, pad_token_id=self.tokenizer.pad_token_id,
+            bos_token_id=self.model.generation_config.bos_token_id)
+
+    def generate(self, prompts: list[str], max_new_tokens: int | None = None) -> list[str]:
+        import torch
+        from tqdm import tqdm
+
+        max_new_tokens = max_new_tokens or self.cfg.max_new_tokens
+        encoded = [encode_prompt(self.tokenizer, p) for p in prompts]
+        order = sorted(range(len(prompts)), key=lambda i: -len(encoded[i]))
+        gen_cfg = self._generation_config(max_new_tokens)
+        results: list[str | None] = [None] * len(prompts)
+        bs = self.cfg.batch_size
+        with tqdm(total=len(prompts), desc="generate", unit="prompt", file=sys.stderr,
+                  disable=not prompts) as bar, torch.inference_mode():
+            for start in range(0, len(order), bs):
+                idx = order[start:start + bs]
+                batch = self.tokenizer.pad({"input_ids": [encoded[i] for i in idx]},
+                                           padding=True, return_tensors="pt")
+                batch = {k: v.to(self.device) for k, v in batch.items()}
+                out = self.model.generate(**batch, generation_config=gen_cfg)
+                new = out[:, batch["input_ids"].shape[1]:].tolist()
+                for i, ids in zip(idx, new):
+                    results[i] = self._decode(ids)
+                bar.update(len(idx))
+        return [r if r is not None else "" for r in results]
+
+    def _decode(self, ids: list[int]) -> str:
+        """New text up to (not including) the first end-of-sequence token."""
+        for pos, tok in enumerate(ids):
+            if tok in self.eos_ids:
+                ids = ids[:pos]
+                break
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def close(self) -> None:
+        """Free the model's memory (GPU memory included)."""
+        import torch
+
+        self.model = None
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+class VLLMGenerator:
+    """vLLM offline generation (GPU). Prompts go in as token ids from ``encode_prompt`` so the
+    tokenization matches the HF backend."""
+
+    def __init__(self, model_dir: Path, cfg: InferenceConfig):
+        try:
+            from vllm import LLM
+        except ImportError as err:
+            raise RuntimeError(f"inference.backend=vllm but vllm cannot be imported: {err}") from err
+        self.cfg = cfg
+        self.precision = resolve_precision(cfg.precision, "cuda")
+        self.llm = LLM(model=str(model_dir), tokenizer=str(model_dir), seed=0,
+                       dtype={"bf16": "bfloat16", "fp32": "float32"}[self.precision],
+                       gpu_memory_utilization=VLLM_GPU_MEMORY_UTILIZATION, enforce_eager=True)
+        self.tokenizer = self.llm.get_tokenizer()
+
+    def generate(self, prompts: list[str], max_new_tokens: int | None = None) -> list[str]:
+        from vllm import SamplingParams
+
+        if not prompts:
+            return []
+        params = SamplingParams(temperature=self.cfg.temperature,
+                                max_tokens=max_new_tokens or self.cfg.max_new_tokens,
+                                skip_special_tokens=True)
+        inputs = [{"prompt_token_ids": encode_prompt(self.tokenizer, p)} for p in prompts]
+        outputs = self.llm.generate(inputs, params, use_tqdm=True)
+        return [o.outputs[0].text for o in outputs]
+
+    def close(self) -> None:
+        """Free the engine and its GPU memory."""
+        import torch
+
+        self.llm = None
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()

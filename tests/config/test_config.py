@@ -1,0 +1,220 @@
+"""Every real config under conf/ composes into a checked RunConfig; bad values fail naming their
+key; grids expand into the right cells."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+import yaml
+
+from a2rl.config.compose import (
+    cell_overrides,
+    compose,
+    conf_dir,
+    grid_cells,
+    grid_overrides,
+    task_overrides,
+)
+from a2rl.config.types import ConfigError, RunConfig
+
+CONF = conf_dir()
+# groups chosen in conf/config.yaml's defaults list ("optional local" among them)
+DEFAULT_GROUPS = {
+    next(iter(entry)).split()[-1]
+    for entry in yaml.safe_load((CONF / "config.yaml").read_text())["defaults"]
+    if isinstance(entry, dict)
+}
+OPTIONS = sorted((group.name, option.stem)
+                 for group in CONF.iterdir() if group.is_dir()
+                 for option in group.glob("*.yaml"))
+# option files whose own name must equal the name they give the thing (paths depend on it)
+NAMED_BY_FILE = {"task": "id", "agent": "name", "driver": "name", "budget": "name"}
+CELL_AXES = ("task", "agent", "driver")
+
+
+def option_override(group: str, option: str) -> str:
+    return f"{group}={option}" if group in DEFAULT_GROUPS else f"+{group}={option}"
+
+
+def test_conf_has_every_group():
+    for group in ("task", "agent", "driver", "budget", "grid", "paths"):
+        assert any(g == group for g, _ in OPTIONS), f"conf/{group}/ is empty"
+
+
+@pytest.mark.parametrize(("group", "option"), OPTIONS, ids=[f"{g}/{o}" for g, o in OPTIONS])
+def test_every_option_composes(group, option):
+    cfg = compose([option_override(group, option)])
+    assert isinstance(cfg, RunConfig)
+    if group in NAMED_BY_FILE:
+        assert getattr(getattr(cfg, group), NAMED_BY_FILE[group]) == option
+    if group == "grid":
+        assert cfg.grid.name == option
+
+
+@pytest.mark.parametrize("grid", sorted(p.stem for p in (CONF / "grid").glob("*.yaml")))
+def test_every_cell_of_every_grid_composes(grid):
+    base = grid_overrides(grid)
+    cfg = compose(base)
+    cells = grid_cells(cfg)
+    assert cells
+    for task in cfg.grid.tasks:
+        assert compose(task_overrides(task, base)).task.id == task
+    for cell in cells[:4] + cells[-2:]:
+        cell_cfg = compose(cell_overrides(cell, base))
+        assert (cell_cfg.task.id, cell_cfg.agent.name, cell_cfg.driver.name, cell_cfg.seed) == (
+            cell["task"], cell["agent"], cell["driver"], cell["seed"])
+        assert cell_cfg.grid == cfg.grid
+
+
+def test_default_config():
+    cfg = compose()
+    assert (cfg.task.id, cfg.agent.name, cfg.driver.name, cfg.budget.name, cfg.grid.name) == (
+        "gsm8k_arith", "noop", "none", "smoke", "smoke")
+    assert (cfg.seed, cfg.sandbox) == (0, "bwrap")
+    assert cfg.task.params["source"]["kind"] == "reasoning_gym"
+    assert cfg.agent.command == ["{python}", "{agents}/noop.py"]
+    assert cfg.budget.time_limit_s == 480
+
+
+def test_ci_grid_uses_the_tiny_model_and_small_splits():
+    cfg = compose(["grid=ci"])
+    assert (cfg.task.model.name, cfg.task.model.source) == ("tiny-qwen2", "tiny")
+    assert cfg.budget.name == "ci" and cfg.budget.time_limit_s == 120
+    assert cfg.task.params["test_size"] < 50 and cfg.task.params["train_size"] < 200
+    # an explicit override still wins over the grid's choice
+    assert compose(["grid=ci", "budget=smoke"]).budget.name == "smoke"
+
+
+def test_unimplemented_tasks_compose():
+    cfg = compose(["task=webshop"])
+    assert not cfg.task.implemented and cfg.task.level == "L3"
+
+
+def test_gsm8k_params_are_the_tasks_own():
+    import a2rl_tasks.gsm8k.params as params_module
+
+    for task in ("gsm8k", "gsm8k_arith"):
+        params_module.GSM8KParams.from_dict(compose([f"task={task}"]).task.params)
+    params_module.GSM8KParams.from_dict(compose(["grid=ci"]).task.params)
+
+
+@pytest.mark.parametrize(("override", "key"), [
+    ("budget.time_limit_s=-1", "budget.time_limit_s"),
+    ("budget.max_submissions=0", "budget.max_submissions"),
+    ("task.feedback=foo", "task.feedback"),
+    ("task.level=L9", "task.level"),
+    ("task.model.source=ftp", "model.source"),
+    ("sandbox=docker", "sandbox"),
+    ("seed=abc", "seed"),
+    ("+budget.unknown_knob=1", "unknown_knob"),
+    ("+surprise=1", "surprise"),
+    ("task=no_such_task", "no_such_task"),
+])
+def test_bad_values_fail_naming_the_key(override, key):
+    with pytest.raises(ConfigError) as err:
+        compose([override])
+    assert key in str(err.value)
+
+
+def test_grid_overrides_refuse_cell_axes():
+    assert grid_overrides("ci", ["task.params.test_size=8"]) == ["grid=ci",
+                                                                 "task.params.test_size=8"]
+    for bad in ("task=gsm8k", "seed=3", "+agent=sft", "grid=paper"):
+        with pytest.raises(ConfigError, match="grid decides"):
+            grid_overrides("ci", [bad])
+
+
+def test_reference_agents_get_driver_none_only():
+    cfg = compose(["grid=smoke", "grid.tasks=[gsm8k_arith]", "grid.agents=[noop,sft,llm,llm]",
+                   "grid.drivers=[none,gpt]", "grid.seeds=[0,1]"])
+    cells = grid_cells(cfg)
+    pairs = {(c["agent"], c["driver"]) for c in cells}
+    assert pairs == {("noop", "none"), ("sft", "none"), ("llm", "none"), ("llm", "gpt")}
+    assert len(cells) == len(pairs) * 2  # two seeds, no duplicates
+    assert cells[0] == {"task": "gsm8k_arith", "agent": "noop", "driver": "none", "seed": 0}
+
+
+def test_agent_tasks_limit_an_agent_to_some_tasks():
+    cfg = compose(["grid=smoke"])
+    pairs = [(c["task"], c["agent"]) for c in grid_cells(cfg)]
+    assert pairs == [("gsm8k_arith", "noop"), ("gsm8k_arith", "sft"), ("humaneval", "noop"),
+                     ("humaneval", "sft"), ("alpacaeval", "noop"), ("alpacaeval", "sft"),
+                     ("alpacaeval", "dpo"), ("household", "noop"), ("household", "sft"),
+                     ("household", "sft_grpo")]
+    # an override of the agents keeps the restriction for those still in the grid
+    cfg = compose(["grid=smoke", "grid.agents=[sft]"])
+    assert [c["task"] for c in grid_cells(cfg)] == ["gsm8k_arith", "humaneval", "alpacaeval",
+                                                    "household"]
+
+
+def test_grid_task_files_size_a_task_for_one_grid_only():
+    ci = compose(["grid=ci", "task=household"])
+    smoke = compose(["grid=smoke", "task=household"])
+    assert (ci.task.params["test_games"], smoke.task.params["test_games"]) == (4, 50)
+    assert compose(["grid=ci", "task=gsm8k_arith"]).task.params["test_size"] == 16
+    assert compose(["grid=smoke", "task=gsm8k_arith"]).task.params["test_size"] == 200
+    assert (smoke.budget.time_limit_s, smoke.budget.count_eval_time) == (1500, False)
+    assert compose(["grid=smoke", "task=humaneval"]).budget.time_limit_s == 600
+    assert compose(["grid=smoke", "task=gsm8k_arith"]).budget.time_limit_s == 480
+    alpaca = compose(["grid=smoke", "task=alpacaeval"])
+    assert (alpaca.task.params["judge"]["kind"], alpaca.task.params["test_size"]) == ("local", 50)
+    assert compose(["grid=paper", "task=alpacaeval"]).task.params["judge"]["kind"] == "api"
+
+
+def test_paper_grid_cells():
+    cfg = compose(["grid=paper"])
+    cells = grid_cells(cfg)
+    # 6 tasks x (6 LLM agents x 6 drivers + 2 reference agents with driver none) x 3 seeds,
+    # sft_grpo on ALFWorld only, dpo on the three tasks whose training rows have targets
+    assert len(cells) == 6 * (6 * 6 + 2) * 3 + 3 + 3 * 3
+    assert {c["task"] for c in cells if c["agent"] == "sft_grpo"} == {"alfworld"}
+    assert {c["task"] for c in cells if c["agent"] == "dpo"} == {"gsm8k", "humaneval",
+                                                                  "alpacaeval"}
+    llm_cells = [c for c in cells if c["driver"] != "none"]
+    assert {c["agent"] for c in llm_cells} == {"claude_code", "codex", "gemini_cli", "opencode",
+                                               "openhands", "mini_swe_agent"}
+    assert {c["driver"] for c in llm_cells} == {"claude_opus_4_6", "claude_sonnet_4_5",
+                                                "gpt_5_4", "gpt_5_2", "gpt_4o",
+                                                "gemini_2_5_flash"}
+    assert {(c["agent"], c["driver"]) for c in cells if c["driver"] == "none"} == {
+        ("noop", "none"), ("sft", "none"), ("dpo", "none"), ("sft_grpo", "none")}
+    assert {c["task"] for c in cells} == {"gsm8k", "humaneval", "alpacaeval", "alfworld",
+                                          "webshop", "deepsearchqa"}
+    assert {c["seed"] for c in cells} == {0, 1, 2}
+    assert cfg.budget.name == "paper"
+
+
+def test_cell_overrides_order():
+    cell = {"task": "gsm8k", "agent": "sft", "driver": "none", "seed": 2}
+    assert cell_overrides(cell, ["grid=paper"]) == [
+        "grid=paper", "task=gsm8k", "agent=sft", "driver=none", "seed=2"]
+
+
+def test_conf_dir_from_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("A2RL_CONF", str(tmp_path))
+    with pytest.raises(ConfigError, match="A2RL_CONF"):
+        conf_dir()
+    monkeypatch.setenv("A2RL_CONF", str(CONF))
+    assert conf_dir() == Path(CONF).resolve()
+
+
+SCHEMA = CONF.parent / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def test_schema_describes_every_key_and_accepts_every_option():
+    import jsonschema
+
+    schema = yaml.safe_load(SCHEMA.read_text())
+
+    def undocumented(node: dict, where: str) -> list[str]:
+        missing = [] if node.get("description") else [where or "<root>"]
+        for key, child in node.get("properties", {}).items():
+            missing += undocumented(child, f"{where}.{key}".lstrip("."))
+        return missing
+
+    assert undocumented(schema, "") == []
+    validator = jsonschema.Draft202012Validator(schema)
+    for group, option in OPTIONS:
+        validator.validate(asdict(compose([option_override(group, option)])))

@@ -1,0 +1,146 @@
+"""The agent cannot see sealed data or the ledger, nor write outside code/ and output/ —
+tested by actually trying from inside bubblewrap."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from a2rl.isolation.sandbox import Sandbox, SandboxUnavailable
+from a2rl.isolation.workspace import provision_workspace
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+
+PROBE = r'''
+import json, os, socket, sys
+secrets = json.loads(sys.argv[1])
+out = {}
+def attempt(name, fn):
+    try:
+        fn(); out[name] = "ok"
+    except Exception as err:
+        out[name] = type(err).__name__
+for i, path in enumerate(secrets["read"]):
+    attempt(f"read{i}", lambda p=path: open(p).read())
+for i, path in enumerate(secrets["write"]):
+    attempt(f"write{i}", lambda p=path: open(p, "a").write("forged\n"))
+attempt("chmod_scores", lambda: os.chmod("/workspace/scores.json", 0o666))
+attempt("write_scores", lambda: open("/workspace/scores.json", "w").write("{}"))
+attempt("write_data", lambda: open("/workspace/data/train.jsonl", "a").write("x"))
+attempt("write_model", lambda: open("/workspace/base_model/config.json", "a").write("x"))
+attempt("new_top_level", lambda: open("/workspace/mine.txt", "w").write("x"))
+attempt("write_code", lambda: open("/workspace/code/train.py", "w").write("print(1)"))
+attempt("write_output", lambda: open("/workspace/output/x.bin", "w").write("x"))
+attempt("network", lambda: socket.create_connection(("1.1.1.1", 53), timeout=2))
+attempt("remount", lambda: os.system("mount -o remount,rw /workspace/data") == 0 or 1/0)
+out["uid"] = os.getuid()
+print(json.dumps(out))
+'''
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    prepared = tmp_path / "results" / "prepared" / "t"
+    (prepared / "data").mkdir(parents=True)
+    (prepared / "data" / "train.jsonl").write_text('{"q": 1}\n')
+    (prepared / "sealed").mkdir()
+    (prepared / "sealed" / "test.jsonl").write_text('{"gold": "42"}\n')
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    run = tmp_path / "results" / "runs" / "t" / "a" / "d" / "seed0"
+    ws = run / "workspace"
+    provision_workspace(ws, prepared / "data", model, "describe", link_model=True)
+    (ws / "scores.json").write_text('{"best": 1}')
+    (run / "ledger.jsonl").write_text('{"submission_id": 1}\n')
+    for sub in ("tools", "grader"):
+        (run / sub).mkdir()
+    return tmp_path, run
+
+
+def run_probe(run: Path, secrets: dict, network: bool = False) -> dict:
+    sandbox = Sandbox("bwrap", run / "workspace", run / "tools", run / "grader", network)
+    argv = sandbox.command([sys.executable, "-c", PROBE, json.dumps(secrets)], {"PATH": "/usr/bin"})
+    done = subprocess.run(argv, capture_output=True, text=True, env=sandbox.host_env({}),
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_agent_cannot_reach_sealed_data_or_ledger(run_dir):
+    root, run = run_dir
+    test_split = root / "results" / "prepared" / "t" / "sealed" / "test.jsonl"
+    ledger = run / "ledger.jsonl"
+    result = run_probe(run, {"read": [str(test_split), str(ledger), "/work/main/README.md",
+                                      "/root/.bash_history"],
+                             "write": [str(ledger), str(test_split)]})
+    assert result["uid"] == 1000
+    for key in ("read0", "read1", "read2", "read3", "write0", "write1"):
+        assert result[key] in ("FileNotFoundError", "OSError", "PermissionError"), (key, result)
+    assert ledger.read_text() == '{"submission_id": 1}\n'
+    assert test_split.read_text() == '{"gold": "42"}\n'
+
+
+def test_workspace_is_read_only_except_code_and_output(run_dir):
+    _, run = run_dir
+    result = run_probe(run, {"read": [], "write": []})
+    for key in ("chmod_scores", "write_scores", "write_data", "write_model", "new_top_level"):
+        assert result[key] in ("OSError", "PermissionError"), (key, result)
+    assert result["write_code"] == "ok" and result["write_output"] == "ok"
+    assert result["remount"] != "ok"
+    ws = run / "workspace"
+    assert (ws / "scores.json").read_text() == '{"best": 1}'
+    assert (ws / "data" / "train.jsonl").read_text() == '{"q": 1}\n'
+    assert (ws / "code" / "train.py").read_text() == "print(1)"
+
+
+def test_network_is_off_unless_asked(run_dir):
+    _, run = run_dir
+    result = run_probe(run, {"read": [], "write": []})
+    assert result["network"] == "OSError"
+
+
+def test_missing_bwrap_refuses_to_start(monkeypatch, tmp_path):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(SandboxUnavailable, match="sandbox=none"):
+        Sandbox("bwrap", tmp_path, tmp_path, tmp_path)
+    assert Sandbox("none", tmp_path, tmp_path, tmp_path).command(["true"], {}) == ["true"]
+
+
+def test_network_agents_reach_host_loopback(run_dir):
+    import socket
+    _, run = run_dir
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    code = (f"import socket; s = socket.create_connection(('127.0.0.1', {port}), timeout=5); "
+            "s.sendall(b'hi'); print('sent')")
+    results = {}
+    for network in (True, False):
+        sandbox = Sandbox("bwrap", run / "workspace", run / "tools", run / "grader", network)
+        argv = sandbox.command([sys.executable, "-c", code], {"PATH": "/usr/bin"})
+        results[network] = subprocess.run(argv, capture_output=True, text=True,
+                                          env=sandbox.host_env({}), timeout=60)
+    server.close()
+    assert results[True].stdout.strip() == "sent"
+    assert results[False].returncode != 0
+
+
+def test_host_paths_under_tmp_stay_visible(tmp_path):
+    """A checkout or tool folder under /tmp must not be hidden by the sandbox's own /tmp."""
+    tool = tmp_path / "tools-under-tmp"
+    tool.mkdir()
+    (tool / "hello.txt").write_text("visible")
+    for sub in ("ws/code", "ws/output", "t", "g"):
+        (tmp_path / sub).mkdir(parents=True)
+    sandbox = Sandbox("bwrap", tmp_path / "ws", tmp_path / "t", tmp_path / "g",
+                      extra_ro=[tool])
+    argv = sandbox.command([sys.executable, "-c", f"print(open('{tool}/hello.txt').read())"],
+                           {"PATH": "/usr/bin"})
+    done = subprocess.run(argv, capture_output=True, text=True, env=sandbox.host_env({}),
+                          timeout=60)
+    assert done.stdout.strip() == "visible", done.stderr

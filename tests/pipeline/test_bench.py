@@ -1,0 +1,98 @@
+"""The benchmark scripts end to end: scripts/bench_core.py on the tiny model (both phases run and
+report their ratios) and scripts/bench_codeexec.py (the sandbox against no sandbox, the
+two-process runner against the single-interpreter one)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_core.py"
+
+
+def load_script(path: Path = SCRIPT):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_core_on_tiny_model(tmp_path, capsys):
+    bench = load_script()
+    out = tmp_path / "bench" / "core.json"
+    bench.main(["--tiny", "--n", "8", "--batch-size", "4", "--max-new-tokens", "8",
+                "--threads", "1", "--out", str(out)])
+    result = json.loads(out.read_text())
+
+    gen = result["generation"]
+    assert gen["mismatches"] == 0, gen["mismatched_items"]
+    assert gen["batched"]["batch_size"] == 4 and gen["single"]["batch_size"] == 1
+    assert gen["batched"]["generate_calls"] == 2 and gen["single"]["generate_calls"] == 8
+    assert gen["batched"]["new_tokens"] == gen["single"]["new_tokens"] > 0
+    for key in ("speedup_tokens_per_s", "speedup_prompts_per_s"):
+        assert math.isfinite(gen[key]) and gen[key] > 0
+    assert isinstance(gen["meets_target"], bool)
+    assert [r["prompts"] for r in gen["rounds"]] == [4, 4]
+    assert all(r["speedup"] > 0 for r in gen["rounds"])
+
+    sub = result["submission"]
+    assert sub["n"] == 8 and sub["score"] is not None
+    assert math.isfinite(sub["overhead_share"]) and sub["overhead_share"] > 0
+    steps = sub["steps_s"]
+    assert steps["evaluation"] > 0 and steps["copy_hash"] > 0 and steps["materialize"] > 0
+    assert sum(steps.values()) == pytest.approx(sub["total_s"], abs=2e-3)
+    assert math.isclose(sub["overhead_s"], sub["total_s"] - steps["evaluation"], abs_tol=2e-3)
+    assert sub["cached_resubmit"]["cached"] is True
+
+    table = capsys.readouterr().out
+    assert "speedup" in table and "overhead" in table
+
+
+def test_bench_codeexec_compares_bwrap_with_no_sandbox(tmp_path):
+    bench = load_script(SCRIPT.with_name("bench_codeexec.py"))
+    out = tmp_path / "codeexec.json"
+    bench.main(["--n", "4", "--design-problems", "4", "--out", str(out)])
+    result = json.loads(out.read_text())
+    per = result["per_program"]
+    assert per["n"] == 4 and 0 < per["none_median_ms"] and 0 < per["bwrap_median_ms"]
+    assert per["ratio_bwrap_over_none"] == pytest.approx(
+        per["bwrap_median_ms"] / per["none_median_ms"], rel=0.01)
+    # the canonical solutions of the sealed half pass both ways
+    for isolation in ("bwrap", "none"):
+        split = result["test_split"][isolation]
+        assert split["passed"] == split["programs"] == 82 and split["seconds"] > 0
+    # the two-process runner against the single-interpreter one it replaced (issue 12)
+    design = result["design"]
+    assert design["passed_one_at_a_time"] == {"single": 4, "two_process": 4}
+    assert design["ratio_median"] == pytest.approx(
+        design["two_process_median_ms"] / design["single_median_ms"], rel=0.01)
+    assert design["two_process_parallel"]["passed"] == design["single_parallel"]["passed"] == 4
+
+
+def test_probe_grpo_scores_start_and_each_round_paired(tmp_path):
+    """scripts/probe_grpo.py on the tiny model and the ci grid's household games (prepared
+    under its work folder, never over results/): the start and every round are scored on the
+    same sealed games, and each round's gain is the paired difference from the start."""
+    probe = load_script(SCRIPT.with_name("probe_grpo.py"))
+    out = tmp_path / "probe.json"
+    report = probe.main(["--tiny", "--rounds", "2", "--iterations", "1", "--games", "2",
+                         "--group", "2", "--max-steps", "3", "--train-layers", "1",
+                         "--work", str(tmp_path / "work"), "--out", str(out)])
+    assert json.loads(out.read_text()) == report
+    # options the probe does not know go to the GRPO script; the rest keep its defaults
+    assert report["settings"]["iterations"] == 1 and report["settings"]["group"] == 2
+    assert report["settings"]["lr"] == 1e-5 and report["settings"]["rounds"] == 2
+    assert (tmp_path / "work" / "results" / "prepared" / "household" / "sealed").is_dir()
+    rounds = report["rounds"]
+    assert [r["round"] for r in rounds] == [0, 1, 2]
+    assert report["test_games"] == len(rounds[0]["per_item"]) > 0
+    for r in rounds[1:]:
+        gain, _ = probe.paired_gain(rounds[0]["per_item"], r["per_item"])
+        assert r["gain"] == gain == r["score"] - rounds[0]["score"]
+        assert len(r["train_success"]) == 1 and r["train_s"] > 0
+    mean, se = probe.paired_gain([0.0, 1.0, 1.0], [1.0, 1.0, 0.0])  # +100, 0, -100 points
+    assert mean == 0.0 and se == pytest.approx(100 * math.sqrt(1 / 3))

@@ -1,0 +1,505 @@
+"""End to end on the tiny model, the way a user runs the harness: Snakemake and DVC run the ci
+grid, ``a2rl run`` runs one cell, and the budget ends an agent that would run forever.
+
+Everything runs in one scratch copy of the repository (its tracked files and the untracked ones
+git does not ignore) that is its own git repository, so the repository's results/, resources/
+and .snakemake/ are never touched. The copy is shared by the module's tests (Snakemake first,
+then DVC on the same tree, then single cells), but each test checks only what its own tool
+wrote, and each still passes when run alone: the tools redo whatever is missing.
+
+Whole file: about two to three minutes on two CPU cores.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+# task data sources (unused by gsm8k_arith, which generates its items; set for completeness)
+DATA = Path(os.environ.get("A2RL_DATA") or REPO.parent / "shared" / "data").resolve()
+TASK = "gsm8k_arith"
+AGENTS = ("noop", "sft")
+CI_TEST_SIZE = 16  # conf/grid_task/ci_gsm8k_arith.yaml: task.params.test_size
+CI_HOUSEHOLD_GAMES = 4  # conf/grid_task/ci_household.yaml: task.params.test_games
+CI_ALPACAEVAL_ITEMS = 8  # conf/grid_task/ci_alpacaeval.yaml: task.params.test_size
+WORKSPACE_ENTRIES = {"description.md", "data", "base_model", "code", "output", "scores.json"}
+TIMEOUT_S = 600
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+
+def scratch_copy(dest: Path) -> Path:
+    """Copy what a clone plus the working tree's new files would hold into ``dest``."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO,
+                            capture_output=True, check=True).stdout
+    for name in filter(None, listed.split(b"\0")):
+        src = REPO / os.fsdecode(name)
+        if src.is_file():  # a tracked file deleted in the working tree is listed too
+            target = dest / os.fsdecode(name)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, target)
+    return dest
+
+
+def tool_env(root: Path) -> dict[str, str]:
+    """The environment of every command: offline, this checkout's code, the copy's conf/."""
+    env = dict(os.environ)
+    env.update({"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+                "TOKENIZERS_PARALLELISM": "false", "A2RL_DATA": str(DATA),
+                "A2RL_CONF": str(root / "conf")})
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO / "src"), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def logs_of(root: Path, limit: int = 3000) -> str:
+    """The tail of every rule / stage log, for failure messages."""
+    parts = []
+    for log in sorted((root / "results" / "logs").rglob("*.log")):
+        parts.append(f"--- {log.relative_to(root)}\n{log.read_text(errors='replace')[-limit:]}")
+    return "\n".join(parts)
+
+
+def run(cmd: list[str], root: Path, timeout: float = TIMEOUT_S) -> str:
+    """Run ``cmd`` in ``root``; returns stdout + stderr, fails the test with them (and the
+    stage logs) when it exits non-zero."""
+    result = subprocess.run(cmd, cwd=root, env=tool_env(root), capture_output=True, text=True,
+                            timeout=timeout, check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, f"{' '.join(cmd)} exited {result.returncode}\n" \
+                                   f"{output[-6000:]}\n{logs_of(root)}"
+    return output
+
+
+def a2rl(*args: str) -> list[str]:
+    """The ``a2rl`` console script of this interpreter (``python -m a2rl.pipeline.cli`` without one)."""
+    script = Path(sys.executable).parent / "a2rl"
+    return [str(script), *args] if script.exists() else [sys.executable, "-m", "a2rl.pipeline.cli", *args]
+
+
+def read_json(path: Path):
+    return json.loads(path.read_text())
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """Every line must be a JSON object: a torn or garbled line is a failure here."""
+    lines = path.read_text().splitlines()
+    assert lines, f"{path} is empty"
+    records = [json.loads(line) for line in lines]
+    assert all(isinstance(r, dict) for r in records), path
+    return records
+
+
+def run_dir(root: Path, agent: str, seed: int = 0) -> Path:
+    return root / "results" / "runs" / TASK / agent / "none" / f"seed{seed}"
+
+
+def baseline_of(root: Path) -> float:
+    return read_json(root / "results" / "baseline" / TASK / "baseline.json")["test"]["score"]
+
+
+def best_of(ledger: list[dict]) -> dict:
+    """The valid entry with the highest score, the earliest on ties (as the grader picks)."""
+    best = None
+    for entry in ledger:
+        if entry["valid"] and (best is None or entry["score"] > best["score"]):
+            best = entry
+    assert best is not None, "no valid submission in the ledger"
+    return best
+
+
+def is_read_only(path: Path) -> bool:
+    return stat.S_IMODE(path.stat().st_mode) & 0o222 == 0
+
+
+def survivors(marker: str) -> list[list[str]]:
+    """Command lines of live (non-zombie) processes that carry ``marker``."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        cmdline = proc.info["cmdline"] or []
+        if proc.info["status"] != psutil.STATUS_ZOMBIE and marker in " ".join(cmdline):
+            found.append(cmdline)
+    return found
+
+
+# ------------------------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(scope="module")
+def repo_copy(tmp_path_factory) -> Path:
+    """A scratch copy of the repository that is its own git repository (DVC needs one)."""
+    if subprocess.run(["git", "rev-parse", "--git-dir"], cwd=REPO, capture_output=True,
+                      check=False).returncode != 0:
+        pytest.skip("needs a git checkout to know which files belong to the repository")
+    root = scratch_copy(tmp_path_factory.mktemp("a2rl") / "repo")
+    git = ["git", "-c", "user.name=a2rl tests", "-c", "user.email=tests@a2rl.invalid",
+           "-c", "commit.gpgsign=false"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "scratch copy"]):
+        subprocess.run([*git, *args], cwd=root, capture_output=True, check=True)
+    return root
+
+
+@pytest.fixture(scope="module")
+def ci_grid(repo_copy) -> Path:
+    """The copy after ``snakemake --cores 2 --config grid=ci``."""
+    run([sys.executable, "-m", "snakemake", "--cores", "2", "--config", "grid=ci"], repo_copy)
+    return repo_copy
+
+
+# ------------------------------------------------------------------------- snakemake, grid=ci
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_snakemake_ci_grid_records(ci_grid, agent):
+    """ledger.jsonl, scores.json, final.json, run.json, events and the summary agree."""
+    run_root = run_dir(ci_grid, agent)
+    baseline = baseline_of(ci_grid)
+
+    ledger_path = run_root / "ledger.jsonl"
+    ledger = read_jsonl(ledger_path) if ledger_path.exists() else []
+    assert [e["submission_id"] for e in ledger] == list(range(1, len(ledger) + 1))
+    for entry in ledger:  # the reference agents submit only valid models
+        assert entry["valid"] is True and entry["error"] is None, entry
+        assert entry["status_code"] == 200 and entry["split"] == "test", entry
+        assert len(entry["artifact_hash"]) == 64, entry
+        assert 0.0 <= entry["score"] <= 100.0 and entry["n"] == CI_TEST_SIZE, entry
+        assert entry["baseline"] == baseline, entry
+
+    run_json = read_json(run_root / "run.json")
+    assert run_json["agent"] == agent and run_json["sandbox"] == "bwrap"
+    assert run_json["submissions"] == len(ledger)
+    assert run_json["time_limit_s"] == 120
+    if agent == "noop":
+        assert run_json["status"] == "completed" and run_json["exit_code"] == 0
+        assert len(ledger) == 1
+        assert ledger[0]["equals_base"] is True and ledger[0]["cached"] is True
+    else:
+        assert ledger, f"sft made no submission within the ci budget: {run_json}"
+        assert run_json["status"] in ("completed", "budget_exhausted")
+        # every checkpoint is a trained model, not a copy of the base
+        assert all(e["equals_base"] is False for e in ledger)
+    best = best_of(ledger) if ledger else None
+
+    scores_json = run_root / "workspace" / "scores.json"
+    mirror = read_json(scores_json)
+    assert is_read_only(scores_json)
+    assert mirror["best"] == (best["score"] if best else None)
+    assert mirror["best_submission_id"] == (best["submission_id"] if best else None)
+    assert mirror["baseline"] == baseline
+    assert [s["submission_id"] for s in mirror["submissions"]] == \
+        [e["submission_id"] for e in ledger]
+    assert [s["score"] for s in mirror["submissions"]] == [e["score"] for e in ledger]
+
+    final = read_json(run_root / "final.json")
+    assert final["agent"] == agent and final["feedback"] == "test"
+    assert final["rescored"] is False and final["baseline"] == baseline
+    if best is not None:
+        assert final["no_valid_submission"] is False
+        assert final["selected_submission"] == best["submission_id"]
+        assert final["artifact_hash"] == best["artifact_hash"]
+        assert final["test_score"] == best["score"]  # test feedback: the ledger's score is final
+        assert final["n"] == CI_TEST_SIZE
+    else:
+        assert final["no_valid_submission"] is True and final["selected_submission"] is None
+        assert final["test_score"] == baseline
+    assert final["improvement"] == pytest.approx(round(final["test_score"] - baseline, 4))
+    if agent == "noop":
+        assert final["improvement"] == 0 and final["test_score"] == baseline
+
+    events = read_jsonl(run_root / "events.jsonl")
+    kinds = [e["kind"] for e in events]
+    assert kinds.index("agent_start") < kinds.index("agent_exit")
+    assert kinds.count("submission") == len(ledger)
+    assert [e["submission_id"] for e in events if e["kind"] == "submission"] == \
+        [e["submission_id"] for e in ledger]
+
+    summary = read_json(run_root / "summary.json")
+    assert (summary["task"], summary["agent"], summary["seed"]) == (TASK, agent, 0)
+    assert summary["status"] == run_json["status"]
+    assert summary["final_score"] == final["test_score"]
+    assert summary["baseline"] == baseline
+    assert summary["submissions"]["total"] == len(ledger)
+    assert f"· {agent} ·" in (run_root / "summary.md").read_text()
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_snakemake_ci_grid_household_cell(ci_grid, agent):
+    """The L3 cell of the ci grid: sealed games outside the workspace, train games and expert
+    trajectories inside it, every submission scored on all the test games."""
+    run_root = ci_grid / "results" / "runs" / "household" / agent / "none" / "seed0"
+    sealed = ci_grid / "results" / "prepared" / "household" / "sealed"
+    assert len(list(sealed.rglob("*.z8"))) == CI_HOUSEHOLD_GAMES
+    workspace = run_root / "workspace"
+    assert (workspace / "data" / "train.jsonl").is_file()
+    games = [p.name for p in (workspace / "data" / "games").iterdir()]
+    assert games and not [name for name in games if name.startswith("test")]
+    ledger = read_jsonl(run_root / "ledger.jsonl")
+    assert ledger and all(e["valid"] and e["n"] == CI_HOUSEHOLD_GAMES for e in ledger)
+    final = read_json(run_root / "final.json")
+    assert final["n"] == CI_HOUSEHOLD_GAMES and 0 <= final["test_score"] <= 100
+    evaluated = {e["submission_id"]: e for e in ledger if not e["cached"]}
+    for sid, entry in evaluated.items():  # per-game results of each evaluated submission
+        details = read_json(run_root / "evals" / f"{sid}.json")
+        assert len(details["per_item"]) == CI_HOUSEHOLD_GAMES
+        assert 100 * sum(details["per_item"]) / CI_HOUSEHOLD_GAMES == entry["score"]
+        assert all("goal_type" in r and "actions" in r for r in details["records"])
+    if final["selected_submission"] in evaluated:  # the goal-type breakdown reaches final.json
+        assert any(k.startswith("success_") for k in final["breakdown"])
+    if agent == "sft":
+        assert all(e["equals_base"] is False for e in ledger)
+        assert evaluated
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_snakemake_ci_grid_alpacaeval_cell(ci_grid, agent):
+    """The L2 cell of the ci grid (the tiny model judging itself): references only for the
+    training instructions, each evaluated submission's replies and both judge verdicts kept,
+    the judge's usage in the ledger and run.json."""
+    run_root = ci_grid / "results" / "runs" / "alpacaeval" / agent / "none" / "seed0"
+    sealed = read_jsonl(ci_grid / "results" / "prepared" / "alpacaeval" / "sealed" /
+                        "test.jsonl")
+    assert len(sealed) == CI_ALPACAEVAL_ITEMS
+    train = {r["instruction"] for r in read_jsonl(run_root / "workspace" / "data" /
+                                                  "train.jsonl")}
+    assert train and not train & {x["instruction"] for x in sealed}
+    ledger = read_jsonl(run_root / "ledger.jsonl")
+    assert ledger and all(e["valid"] and e["n"] == CI_ALPACAEVAL_ITEMS for e in ledger)
+    for entry in (e for e in ledger if not e["cached"]):
+        details = read_json(run_root / "evals" / f"{entry['submission_id']}.json")
+        assert all({"output", "p_ref_first", "p_model_first", "preference"} <= set(r)
+                   for r in details["records"])
+        usage = entry["grading_usage"]
+        assert usage["calls"] + usage["cache_hits"] == 2 * CI_ALPACAEVAL_ITEMS - sum(
+            2 * r["empty"] for r in details["records"])
+    if agent == "sft":
+        assert read_json(run_root / "run.json")["grading_usage"]["calls"] >= 1
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_snakemake_ci_grid_workspace(ci_grid, agent):
+    """The paper's workspace layout, read-only where it should be, without the test split."""
+    run_root = run_dir(ci_grid, agent)
+    workspace = run_root / "workspace"
+    assert {p.name for p in workspace.iterdir()} == WORKSPACE_ENTRIES
+    assert (workspace / "data" / "train.jsonl").is_file()
+    assert (workspace / "base_model" / "config.json").is_file()
+    for path in (workspace / "data", workspace / "base_model", workspace / "description.md"):
+        assert is_read_only(path), path
+    assert "a2rl submit" in (workspace / "description.md").read_text()
+    if agent == "sft":
+        assert "SFTTrainer" in (workspace / "code" / "train.py").read_text()
+        if (run_root / "ledger.jsonl").exists():
+            assert (workspace / "output" / "ckpt-1" / "config.json").is_file()
+
+    sealed = ci_grid / "results" / "prepared" / TASK / "sealed" / "test.jsonl"
+    questions = [item["question"].encode() for item in read_jsonl(sealed)]
+    assert len(questions) == CI_TEST_SIZE
+    # everything the sandbox mounts from the run directory: the workspace and the tools
+    visible = [p for area in (workspace, run_root / "tools") for p in area.rglob("*")
+               if p.is_file() and not p.is_symlink()]
+    assert visible
+    for path in visible:
+        assert path.name != "test.jsonl" and "sealed" not in path.parts, path
+        content = path.read_bytes()
+        leaked = [q for q in questions if q in content]
+        assert not leaked, f"{path} holds test questions, e.g. {leaked[0]!r}"
+
+
+def test_snakemake_ci_grid_leaderboard(ci_grid):
+    results = ci_grid / "results"
+    with (results / "leaderboard.csv").open() as fh:
+        table = list(csv.DictReader(fh))
+    # the ci grid's other tasks, the household games and AlpacaEval, are on the board too
+    assert {(r["task"], r["level"], r["agent"]) for r in table if r["task"] != TASK} == \
+        {(task, level, agent) for task, level in (("household", "L3"), ("alpacaeval", "L2"))
+         for agent in AGENTS}
+    rows = {row["agent"]: row for row in table if row["task"] == TASK}
+    assert set(AGENTS) <= set(rows)
+    for agent in AGENTS:
+        row = rows[agent]
+        assert row["task"] == TASK and row["driver"] == "none" and int(row["n_seeds"]) >= 1
+        if int(row["n_seeds"]) == 1:
+            summary = read_json(run_dir(ci_grid, agent) / "summary.json")
+            assert float(row["final_mean"]) == pytest.approx(summary["final_score"], abs=1e-4)
+            assert float(row["baseline"]) == pytest.approx(baseline_of(ci_grid), abs=1e-4)
+    metrics = read_json(results / "leaderboard.json")
+    assert set(AGENTS) <= set(metrics[TASK])
+    assert all(f"| {agent} |" in (results / "leaderboard.md").read_text() for agent in AGENTS)
+
+
+# ------------------------------------------------------------------------------ dvc, grid=ci
+
+
+def test_dvc_repro_runs_ci_grid(repo_copy):
+    started = time.time()
+    output = run([sys.executable, "-m", "dvc", "repro"], repo_copy)
+    assert "run_grid" in output
+    assert "grid=ci" in (repo_copy / "dvc.lock").read_text()
+    results = repo_copy / "results"
+    # DVC removes the stage's non-persistent outputs before running it, so these are new
+    assert (results / "leaderboard.csv").stat().st_mtime >= started - 1
+    for agent in AGENTS:
+        assert (run_dir(repo_copy, agent) / "final.json").is_file()
+
+    metrics = run([sys.executable, "-m", "dvc", "metrics", "show"], repo_copy)
+    assert "results/leaderboard.json" in metrics
+    for agent in AGENTS:
+        assert f"{TASK}.{agent}.none.final_mean" in metrics, metrics
+    status = run([sys.executable, "-m", "dvc", "status"], repo_copy)
+    assert "up to date" in status, status
+
+
+# ----------------------------------------------------------------------- a2rl run (Hydra app)
+
+
+def test_a2rl_run_one_cell(repo_copy):
+    run(a2rl("run", "grid=ci", f"task={TASK}", "agent=noop", "seed=3"), repo_copy)
+    run_root = run_dir(repo_copy, "noop", seed=3)
+    run_json = read_json(run_root / "run.json")
+    assert run_json["status"] == "completed" and run_json["seed"] == 3
+    final = read_json(run_root / "final.json")
+    assert (final["agent"], final["seed"]) == ("noop", 3)
+    assert final["test_score"] == final["baseline"] and final["improvement"] == 0
+    summary = read_json(run_root / "summary.json")
+    assert (summary["agent"], summary["seed"], summary["status"]) == ("noop", 3, "completed")
+    assert (run_root / "summary.md").is_file()
+    assert list((repo_copy / "results" / "hydra" / "run").glob("*/a2rl.log"))
+
+
+def test_a2rl_run_sft_grpo_on_household(repo_copy):
+    """The SFT -> GRPO route end to end on the ci grid's household games: a warm-up submission,
+    then a GRPO round's, each with its code commit, and the summary names both methods."""
+    quick = ["++agent.env.A2RL_SFT_STEPS=2", "++agent.env.A2RL_GRPO_ROUNDS=1",
+             "++agent.env.A2RL_GRPO_ITERS=1", "++agent.env.A2RL_GRPO_GAMES=2",
+             "++agent.env.A2RL_GRPO_GROUP=2", "++agent.env.A2RL_GRPO_MAX_STEPS=3"]
+    run(a2rl("run", "grid=ci", "task=household", "agent=sft_grpo", "budget.time_limit_s=400",
+             *quick), repo_copy)
+    run_root = repo_copy / "results" / "runs" / "household" / "sft_grpo" / "none" / "seed0"
+    assert read_json(run_root / "run.json")["status"] == "completed"
+    ledger = read_jsonl(run_root / "ledger.jsonl")
+    assert [Path(e["model_path"]).name for e in ledger] == ["sft-1", "grpo-1"]
+    assert all(e["valid"] and e["n"] == CI_HOUSEHOLD_GAMES and e["code_commit"] for e in ledger)
+    grpo_log = read_json(run_root / "workspace" / "output" / "grpo-1" / "grpo_log.json")
+    assert [row["episodes"] for row in grpo_log] == [4]  # 2 games x a group of 2
+    route = read_json(run_root / "summary.json")["route"]
+    assert [s["methods"] for s in route["per_submission"]] == [["SFT"], ["SFT", "GRPO"]]
+
+
+# --------------------------------------------------------- budgets that survive slow machines
+
+
+def test_sft_with_more_steps_than_the_budget_stops_at_its_deadline_and_submits(repo_copy):
+    """Far more steps than fit in the budget, as on a slow CPU: the training script stops at the
+    deadline (budget end less the reserve), saves, and the agent submits that checkpoint in
+    time, says what it skipped, and runs no further round."""
+    from a2rl.common.hardware import AGENT_DEVICE, resolve_precision
+
+    # the deadline falls 90 s after the start: room for a loaded machine's imports and
+    # tokenizing, far too little for 8000 steps (about 0.02-0.05 s each on the tiny model)
+    run(a2rl("run", "grid=ci", f"task={TASK}", "agent=sft", "seed=4", "budget.time_limit_s=150",
+             "++agent.env.A2RL_RESERVE_S=60", "++agent.env.A2RL_SFT_STEPS=8000",
+             "++agent.env.A2RL_SFT_BATCH=1"), repo_copy)
+    run_root = run_dir(repo_copy, "sft", seed=4)
+    run_json = read_json(run_root / "run.json")
+    assert run_json["status"] == "completed", run_json
+    precision = resolve_precision("auto", AGENT_DEVICE)
+    assert run_json["hardware"]["precision"]["agent"] == precision
+    ledger = read_jsonl(run_root / "ledger.jsonl")
+    assert [Path(e["model_path"]).name for e in ledger] == ["ckpt-1"]
+    assert ledger[0]["valid"] and not ledger[0]["equals_base"]
+    assert ledger[0]["elapsed_s"] < 150 - 30  # submitted within the reserve, not at the kill
+    report = read_json(run_root / "workspace" / "output" / "ckpt-1" / "train_log.json")
+    assert 1 <= report["steps"] < 8000 and report["skipped_steps"] == 8000 - report["steps"]
+    assert report["precision"] == precision
+    assert "stopped early by the deadline" in (run_root / "agent.log").read_text()
+    # the summary says which machine (and precision) the scores and times came from
+    summary = read_json(run_root / "summary.json")
+    assert summary["hardware"]["precision"] == run_json["hardware"]["precision"]
+    assert "Machine: " in (run_root / "summary.md").read_text()
+
+
+def test_sft_without_time_for_one_step_submits_the_base_model(repo_copy):
+    """No step fits before the deadline: the agent stops its training and submits the base
+    model, so the run still ends with a valid submission."""
+    run(a2rl("run", "grid=ci", f"task={TASK}", "agent=sft", "seed=6", "budget.time_limit_s=60",
+             "++agent.env.A2RL_RESERVE_S=100000"), repo_copy)
+    run_root = run_dir(repo_copy, "sft", seed=6)
+    ledger = read_jsonl(run_root / "ledger.jsonl")
+    assert len(ledger) == 1 and ledger[0]["valid"] and ledger[0]["equals_base"], ledger
+    log = (run_root / "agent.log").read_text()
+    assert "still running at the deadline" in log and "submitting the base model" in log
+    assert read_json(run_root / "final.json")["no_valid_submission"] is False
+
+
+def test_doctor_checks_the_machine_and_plans_each_cell(repo_copy):
+    """``a2rl doctor`` on the ci grid: the sandbox, the agents' Python, the model, timings and
+    a plan for each cell, in under a minute of its own time."""
+    text = run(a2rl("doctor", "grid=ci"), repo_copy)
+    assert "ok        sandbox" in text and "verdict   ready" in text, text
+    result = subprocess.run(a2rl("doctor", "grid=ci", "--json"), cwd=repo_copy,
+                            env=tool_env(repo_copy), capture_output=True, text=True,
+                            timeout=TIMEOUT_S, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert all(c["ok"] for c in report["checks"]), report["checks"]
+    cells = {c["cell"] for c in report["cells"]}
+    assert cells == {f"{t}/{a}/none/seed0" for t in (TASK, "household", "alpacaeval")
+                     for a in AGENTS}
+    assert report["hardware"]["precision"]["inference"] == "fp32"
+    assert report["rates"]["train_s_per_token"] > 0 and report["seconds"] < 60
+    assert all(c["first_submission_s"] is not None for c in report["cells"])
+
+
+# ----------------------------------------------------------------------------------- budget
+
+# The agent starts a daemon (double fork, setsid, ignores SIGTERM) that carries the marker in
+# its command line and prints it, then both sleep far past the budget. (No quotes inside the
+# inner program: the command travels as a Hydra override.)
+SLEEPER = ("import subprocess,sys,time;"
+           "subprocess.Popen([sys.executable,'-c','import os,signal,sys,time;"
+           "os.fork() and os._exit(0);os.setsid();signal.signal(signal.SIGTERM,signal.SIG_IGN);"
+           "print(sys.argv[1],flush=True);time.sleep(900)',sys.argv[1]]);"
+           "time.sleep(900)")
+
+
+@pytest.mark.parametrize("sandbox", ["bwrap", "none"])
+def test_budget_ends_agent_and_its_daemon(repo_copy, sandbox):
+    if sandbox == "bwrap" and shutil.which("bwrap") is None:
+        pytest.skip("needs bubblewrap")
+    marker = f"a2rl-itest-{uuid.uuid4().hex}"
+    agent = f"sleeper_{sandbox}"
+    command = json.dumps(["{python}", "-c", SLEEPER, marker])
+    started = time.monotonic()
+    run(a2rl("run", "grid=ci", f"task={TASK}", "agent=noop", f"agent.name={agent}",
+             f"agent.command={command}", f"sandbox={sandbox}", "budget.time_limit_s=5",
+             "++budget.kill_grace_s=1"), repo_copy)
+    assert time.monotonic() - started < 120
+
+    run_root = run_dir(repo_copy, agent)
+    # the daemon was running when the budget ran out, else this test proves nothing
+    assert marker in (run_root / "agent.log").read_text()
+    run_json = read_json(run_root / "run.json")
+    assert run_json["status"] == "budget_exhausted", run_json
+    assert run_json["exit_code"] not in (0, None), run_json  # ended by a signal
+    assert 4.5 <= run_json["agent_seconds"] < 15, run_json
+    kinds = [e["kind"] for e in read_jsonl(run_root / "events.jsonl")]
+    assert "budget_kill" in kinds and kinds.index("budget_kill") < kinds.index("agent_exit")
+    assert survivors(marker) == []
+    final = read_json(run_root / "final.json")
+    assert final["no_valid_submission"] is True and final["improvement"] == 0
+    assert read_json(run_root / "summary.json")["status"] == "budget_exhausted"

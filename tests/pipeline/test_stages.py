@@ -1,0 +1,85 @@
+"""The stage functions on the ci grid's tiny model: baseline caching, validation feedback,
+the final grade's selection."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from a2rl.common.files import read_json
+from a2rl.config.compose import compose
+from a2rl.grading.ledger import Ledger
+from a2rl.pipeline import stages
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+
+
+def cell(tmp_path: Path, *extra: str):
+    return compose(["grid=ci", "agent=noop", f"paths.root={tmp_path}",
+                    f"paths.data={DATA}", "task.params.test_size=6", "task.params.train_size=16",
+                    "task.inference.max_new_tokens=8", "budget.time_limit_s=120", *extra])
+
+
+@pytest.fixture
+def prepared(tmp_path, tiny_model):
+    cfg = cell(tmp_path)
+    model_dir = stages.layout_of(cfg).model(cfg.task.model.name)
+    shutil.copytree(tiny_model, model_dir)
+    stages.prepare_task(cfg)
+    return tmp_path
+
+
+def test_baseline_is_cached_and_failures_are_not(prepared):
+    cfg = cell(prepared)
+    first = stages.measure_baseline(cfg)
+    again = stages.measure_baseline(cfg)
+    assert not first["test"]["cached"] and again["test"]["cached"]
+    assert again["test"]["score"] == first["test"]["score"] and first["test"]["n"] == 6
+    layout = stages.layout_of(cfg)
+    cache_files = list((layout.results / "cache" / "baseline").iterdir())
+    broken = cell(prepared, "task.model.name=missing-model")
+    with pytest.raises(Exception):
+        stages.measure_baseline(broken)
+    assert list((layout.results / "cache" / "baseline").iterdir()) == cache_files
+
+
+def test_validation_feedback_scores_validation_and_final_grade_rescored_on_test(prepared):
+    extra = ("task.feedback=validation", "task.params.validation_size=5")
+    cfg = cell(prepared, *extra)
+    stages.prepare_task(cfg)
+    baseline = stages.measure_baseline(cfg)
+    assert baseline["validation"]["n"] == 5 and baseline["test"]["n"] == 6
+    run = stages.run_agent(cfg)
+    entries = Ledger(run.ledger).valid
+    assert entries and all(e["split"] == "validation" for e in entries)
+    assert entries[0]["score"] == baseline["validation"]["score"]  # noop submits the base
+    final = stages.final_grade(cfg)
+    assert final["rescored"] and final["feedback"] == "validation"
+    assert final["test_score"] == pytest.approx(baseline["test"]["score"])
+    assert final["improvement"] == pytest.approx(0.0)
+    assert read_json(run.final) == final
+
+
+def test_final_grade_without_submissions_reports_the_base_model(prepared):
+    cfg = cell(prepared, "agent.command=[true]")
+    stages.measure_baseline(cfg)
+    run = stages.run_agent(cfg)
+    assert Ledger(run.ledger).entries == []
+    final = stages.final_grade(cfg)
+    assert final["no_valid_submission"] and final["selected_submission"] is None
+    assert final["improvement"] == 0
+
+
+def test_prepare_task_reuses_only_data_made_from_the_same_config(prepared):
+    cfg = cell(prepared)
+    manifest = stages.layout_of(cfg).prepared(cfg.task.id).manifest
+    first, written = read_json(manifest), manifest.stat().st_mtime_ns
+    stages.prepare_task(cfg, reuse=True)
+    assert manifest.stat().st_mtime_ns == written  # untouched
+    stages.prepare_task(cfg)  # without reuse: always made again
+    assert manifest.stat().st_mtime_ns > written
+    assert read_json(manifest)["fingerprint"] == first["fingerprint"]
+    bigger = cell(prepared, "task.params.test_size=7")
+    stages.prepare_task(bigger, reuse=True)
+    changed = read_json(manifest)
+    assert changed["fingerprint"] != first["fingerprint"] and changed["sizes"]["test"] == 7

@@ -1,0 +1,153 @@
+"""The text-environment interface, action parsing, and the lockstep policy runner (on a fake
+environment, so these run in milliseconds)."""
+
+from __future__ import annotations
+
+import pytest
+
+from a2rl.task.envs import (
+    Choice,
+    ExpertPolicy,
+    Observation,
+    PromptFormat,
+    RandomPolicy,
+    Step,
+    TextEnv,
+    clean_reply,
+    parse_action,
+    play,
+    success_rate,
+)
+
+
+class CorridorEnv(TextEnv):
+    """Walk east ``length`` times to win; every other action wastes a step."""
+
+    def __init__(self):
+        self.pos, self.length = 0, 0
+
+    def reset(self, game: str) -> Observation:
+        self.pos, self.length = 0, int(game.split("-")[1])
+        return self._obs("You are at the start.")
+
+    def _obs(self, text: str) -> Observation:
+        return Observation(text, f"reach room {self.length}", ["go east", "go west", "look"],
+                           {"expert": "go east"})
+
+    def step(self, action: str) -> Step:
+        if action == "go east":
+            self.pos += 1
+        won = self.pos >= self.length
+        return Step(self._obs(f"You are in room {self.pos}."), float(won), won,
+                    {"won": won, "score": float(won)})
+
+
+class RecordingPolicy:
+    """Deterministic: east on even steps for even games, else by the prompt's length; records
+    the size of every batch it is asked for."""
+
+    def __init__(self):
+        self.batches = []
+
+    def choose(self, views):
+        self.batches.append(len(views))
+        return [Choice("go east" if (len(v.prompt) + v.step) % 3 else "look", "", "test")
+                for v in views]
+
+
+GAMES = [f"corridor-{n}" for n in (1, 2, 3, 5, 8, 2)]
+
+
+@pytest.mark.parametrize("reply,expected,method", [
+    ("go east", "go east", "exact"),
+    ("Action: Go East.", "go east", "exact"),
+    ("> `go east`\nbecause the goal is there", "go east", "exact"),
+    ("go east, then look around", "go east", "prefix"),
+    ("I think I should go west now.", "go west", "contains"),
+    ("goo eest", "go east", "closest"),
+    ("", "look", "closest"),
+])
+def test_parse_action(reply, expected, method):
+    assert parse_action(reply, ["go east", "go west", "look"]) == (expected, method)
+
+
+def test_parse_action_prefers_longest_and_keeps_free_text():
+    acts = ["take key", "take key from box"]
+    assert parse_action("take key from box", acts)[0] == "take key from box"
+    assert parse_action("I will take key from box now", acts) == ("take key from box",
+                                                                    "contains")
+    assert parse_action("Open The Door", []) == ("open the door", "free")
+    assert clean_reply("\n\n  1. **open box**.") == "open box"
+
+
+def test_prompt_holds_goal_history_and_actions():
+    fmt = PromptFormat(history=2, max_observation_chars=20)
+    prompt = fmt.user_prompt("win", [("a1", "o1"), ("a2", "o2"), ("a3", "o3")],
+                             "now " * 20, ["x", "y"])
+    assert "Goal: win" in prompt and "> a1" not in prompt and "> a2\no2" in prompt
+    assert "> a3" in prompt and "o3" not in prompt  # the last observation is "Now"
+    assert "Now: " + ("now " * 5)[:17] in prompt and prompt.endswith("Your action:")
+    assert "Available actions:\nx\ny" in prompt
+    with pytest.raises(ValueError, match="history"):
+        PromptFormat(history=-1)
+
+
+def test_expert_wins_and_step_limit_holds():
+    episodes = play(GAMES, CorridorEnv, ExpertPolicy(), max_steps=5)
+    assert [e.won for e in episodes] == [True, True, True, True, False, True]
+    assert [e.n_steps for e in episodes] == [1, 2, 3, 5, 5, 2]
+    assert success_rate(episodes) == pytest.approx(500 / 6)
+    assert episodes[0].goal == "reach room 1" and episodes[0].steps[0]["reward"] == 1.0
+
+
+def test_lockstep_equals_sequential_with_one_call_per_step():
+    lock, seq = RecordingPolicy(), RecordingPolicy()
+    a = play(GAMES, CorridorEnv, lock, max_steps=6, keep_prompts=True)
+    b = play(GAMES, CorridorEnv, seq, max_steps=6, lockstep=False, keep_prompts=True)
+    assert [e.to_dict() for e in a] == [e.to_dict() for e in b]
+    assert len(lock.batches) == max(e.n_steps for e in a)  # one call per step
+    assert lock.batches[0] == len(GAMES) and lock.batches == sorted(lock.batches, reverse=True)
+    assert set(seq.batches) == {1} and len(seq.batches) == sum(e.n_steps for e in b)
+
+
+def test_random_policy_is_reproducible_and_order_free():
+    a = play(GAMES, CorridorEnv, RandomPolicy(3), max_steps=6)
+    b = play(list(reversed(GAMES)), CorridorEnv, RandomPolicy(3), max_steps=6, lockstep=False)
+    assert [e.to_dict() for e in a] == [e.to_dict() for e in reversed(b)]
+
+
+def test_bad_policy_and_limits_fail_clearly():
+    class Short:
+        def choose(self, views):
+            return []
+
+    with pytest.raises(RuntimeError, match="0 actions for 6"):
+        play(GAMES, CorridorEnv, Short(), max_steps=3)
+    with pytest.raises(ValueError, match="max_steps=0"):
+        play(GAMES, CorridorEnv, RandomPolicy(), max_steps=0)
+
+
+class FakeGenerator:
+    """Answers with prose around the right action for even prompts."""
+
+    class Tok:
+        chat_template = None
+
+    tokenizer = Tok()
+
+    def __init__(self):
+        self.calls = []
+
+    def generate(self, prompts, max_new_tokens=None):
+        self.calls.append(len(prompts))
+        return ["Action: go east. It leads on." for _ in prompts]
+
+
+def test_generator_policy_batches_and_parses():
+    from a2rl.task.envs import GeneratorPolicy
+
+    gen = FakeGenerator()
+    episodes = play(GAMES, CorridorEnv, GeneratorPolicy(gen, 8), max_steps=8)
+    assert all(e.won for e in episodes)
+    assert gen.calls == [6, 5, 3, 2, 2, 1, 1, 1]
+    assert {s["method"] for e in episodes for s in e.steps} == {"contains"}

@@ -1,0 +1,100 @@
+"""a2rl.task.inference on the tiny model: batching must not change greedy output."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from a2rl.config.types import InferenceConfig
+from a2rl.task.inference import HFGenerator, format_chat, load_generator
+
+USER_TURNS = [
+    "Hi",
+    "What is 2+2?",
+    "Tom has 3 apples and buys 5 more. How many apples does he have now?",
+    "def add(a, b):",
+    "x",
+    "A farmer sells 12 eggs every morning and 7 every evening. " * 4,
+    "12 * 7 =",
+]
+
+
+@pytest.fixture(scope="module")
+def generator(tiny_model):
+    return load_generator(tiny_model, InferenceConfig(backend="hf", batch_size=4,
+                                                      max_new_tokens=20, torch_threads=1))
+
+
+def _prompts(tokenizer):
+    # chat-formatted prompts plus raw ones, of very different token lengths
+    return [format_chat(tokenizer, u) for u in USER_TURNS] + ["plain text prompt", "1 2 3"]
+
+
+def test_backend_choice(generator):
+    assert isinstance(generator, HFGenerator)
+
+
+def test_batched_greedy_equals_one_at_a_time(generator):
+    prompts = _prompts(generator.tokenizer)
+    lengths = {len(generator.tokenizer(p).input_ids) for p in prompts}
+    assert len(lengths) >= 6, "prompts must differ in length to exercise padding"
+    batched = generator.generate(prompts)
+    single = [generator.generate([p])[0] for p in prompts]
+    assert batched == single
+    assert all(batched), "the random tiny model should still produce text"
+    assert len(set(batched)) > 1
+
+
+def test_batched_equals_single_when_rows_stop_early(tiny_model):
+    """Rows that hit end-of-sequence at different steps keep the same text as alone."""
+    gen = load_generator(tiny_model, InferenceConfig(backend="hf", batch_size=8,
+                                                     max_new_tokens=20))
+    prompts = _prompts(gen.tokenizer)
+    full = gen.generate(prompts)
+    # Declare a token the model emits mid-way in some completion to be end-of-sequence.
+    ids = gen.tokenizer(full[1], add_special_tokens=False).input_ids
+    gen.eos_ids = [ids[len(ids) // 2]]
+    batched = gen.generate(prompts)
+    single = [gen.generate([p])[0] for p in prompts]
+    assert batched == single
+    assert any(len(b) < len(f) for b, f in zip(batched, full))
+
+
+def test_order_and_max_new_tokens(generator):
+    prompts = _prompts(generator.tokenizer)
+    shorter = generator.generate(prompts[::-1], max_new_tokens=3)
+    longer = generator.generate(prompts[::-1])
+    for s, long_text in zip(shorter, longer):
+        assert long_text.startswith(s.rstrip("\ufffd"))
+    assert generator.generate([]) == []
+
+
+def test_sampling_uses_temperature(tiny_model):
+    gen = load_generator(tiny_model, InferenceConfig(backend="hf", temperature=1.0,
+                                                     max_new_tokens=12))
+    prompt = format_chat(gen.tokenizer, "Hi")
+    outs = {gen.generate([prompt])[0] for _ in range(4)}
+    assert len(outs) > 1
+
+
+def test_format_chat_with_template(generator):
+    text = format_chat(generator.tokenizer, "What is 2+2?")
+    assert text == "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"
+    with_system = format_chat(generator.tokenizer, "Hi", system="Be brief.")
+    assert with_system.startswith("<|im_start|>system\nBe brief.<|im_end|>\n")
+    assert with_system.endswith("<|im_start|>assistant\n")
+
+
+def test_format_chat_without_template():
+    class Plain:
+        chat_template = None
+
+    assert format_chat(Plain(), "What is 2+2?") == "What is 2+2?"
+    assert format_chat(Plain(), "Q", system="S") == "S\n\nQ"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed")
+def test_vllm_backend_without_vllm_is_a_clear_error(tiny_model):
+    with pytest.raises(RuntimeError, match="vllm is not installed"):
+        load_generator(tiny_model, InferenceConfig(backend="vllm"))

@@ -1,0 +1,319 @@
+"""The GSM8K task: params checks, split preparation (determinism, no leakage), evaluation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from a2rl_tasks.gsm8k import GSM8KParams, GSM8KTask, build
+from a2rl_tasks.gsm8k.sources import normalize_question
+
+import a2rl.task.inference
+from a2rl.common.layout import PreparedTaskPaths
+from a2rl.config.types import ConfigError, InferenceConfig, PathsConfig, TaskConfig
+from a2rl.task.base import EvalResult, load_task
+
+REPO = Path(__file__).resolve().parents[2]
+DATA_ROOT = REPO / PathsConfig().root / PathsConfig().data
+NO_DATA = Path("/nonexistent-data-root")  # procedural sources must not need one
+
+CHAIN_SUM = {"source": {"kind": "reasoning_gym", "dataset": "chain_sum"},
+             "train_size": 200, "test_size": 60, "validation_size": 30}
+
+
+def task_with(data_root: Path = NO_DATA, feedback: str = "test", **params) -> GSM8KTask:
+    return build(TaskConfig(feedback=feedback, params=params), data_root)
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    with path.open() as fh:
+        return [json.loads(line) for line in fh]
+
+
+def questions(path: Path) -> set[str]:
+    return {normalize_question(item["question"]) for item in read_jsonl(path)}
+
+
+def prepared_files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def gsm8k_data_root() -> Path:
+    if not (DATA_ROOT / "gsm8k" / "train.jsonl").is_file():
+        pytest.skip(f"GSM8K data not found under {DATA_ROOT} (paths.data)")
+    return DATA_ROOT
+
+
+# ---- params -----------------------------------------------------------------------------------
+
+def test_defaults():
+    p = GSM8KParams.from_dict({})
+    assert p.source.kind == "jsonl" and p.source.path == "gsm8k"
+    assert (p.train_size, p.test_size, p.validation_size, p.shots) == (None, None, 0, 0)
+    assert len({p.train_seed, p.test_seed, p.validation_seed}) == 3
+    assert "####" in p.instruction
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"train_sise": 10}, r"unknown key\(s\) \['train_sise'\]"),
+    ({"source": {"kind": "jsonl", "dir": "x"}}, r"task.params.source: unknown key\(s\) \['dir'\]"),
+    ({"source": {"kind": "csv"}}, "source.kind='csv'"),
+    ({"source": "csv"}, "source.kind='csv'"),
+    ({"test_size": 0}, "test_size=0"),
+    ({"train_size": -1}, "train_size=-1"),
+    ({"validation_size": -2}, "validation_size=-2"),
+    ({"shots": 40}, "shots=40"),
+    ({"max_new_tokens": 0}, "max_new_tokens=0"),
+    ({"source": {"kind": "reasoning_gym"}, "test_size": 10}, "train_size is null"),
+    ({"source": {"kind": "reasoning_gym"}, "train_size": 10}, "test_size is null"),
+])
+def test_bad_params_are_named(params, message):
+    with pytest.raises(ConfigError, match=message):
+        GSM8KParams.from_dict(params)
+
+
+def test_source_shorthand_and_nested_dict():
+    assert GSM8KParams.from_dict({"source": "hf"}).source.hf_id == "openai/gsm8k"
+    p = GSM8KParams.from_dict({"source": {"kind": "reasoning_gym", "dataset": "basic_arithmetic",
+                                          "kwargs": {"max_terms": 3}},
+                               "train_size": 5, "test_size": 5})
+    assert p.source.kwargs == {"max_terms": 3}
+
+
+def test_validation_feedback_needs_a_validation_split():
+    with pytest.raises(ConfigError, match="validation_size"):
+        task_with(feedback="validation", **{**CHAIN_SUM, "validation_size": 0})
+
+
+def test_unknown_reasoning_gym_dataset_is_named():
+    with pytest.raises(ConfigError, match="no_such_dataset"):
+        task = task_with(**{**CHAIN_SUM, "source": {"kind": "reasoning_gym",
+                                                    "dataset": "no_such_dataset"}})
+        task.prepare(PreparedTaskPaths(Path("/nonexistent-out")))
+
+
+def test_harness_loads_the_task():
+    task = load_task(TaskConfig(params=CHAIN_SUM), NO_DATA)
+    assert isinstance(task, GSM8KTask)
+    text = task.description()
+    filled = text.format(time_limit_min=30, max_submissions=5, feedback="validation",
+                         workspace="/ws", submit_command="a2rl-submit", grader_url="http://g",
+                         base_model="base_model", data_dir="data")
+    assert "a2rl-submit output/<folder>" in filled and "#### <number>" in filled
+    assert "base_model" in filled and "data/train.jsonl" in filled
+
+
+# ---- prepare: procedural source ----------------------------------------------------------------
+
+def test_reasoning_gym_prepare_is_deterministic(tmp_path):
+    first = task_with(**CHAIN_SUM).prepare(PreparedTaskPaths(tmp_path / "a"))
+    second = task_with(**CHAIN_SUM).prepare(PreparedTaskPaths(tmp_path / "b"))
+    assert first == second
+    assert prepared_files(tmp_path / "a") == prepared_files(tmp_path / "b")
+    assert first["sizes"] == {"train": 200, "validation": 30, "test": 60}
+
+    out = PreparedTaskPaths(tmp_path / "a")
+    train = read_jsonl(out.data / "train.jsonl")
+    assert set(train[0]) == {"id", "question", "answer", "prompt"}
+    assert train[0]["answer"].rstrip().rsplit("####", 1)[1].strip()
+    test = read_jsonl(out.test)
+    assert {"id", "question", "answer", "gold", "prompt", "system"} <= set(test[0])
+    assert test[0]["question"] in test[0]["prompt"]
+    assert "README.md" in {p.name for p in out.data.iterdir()}
+
+
+def test_nearby_seeds_do_not_leak(tmp_path):
+    """Item i of seed s is built from s + i, so seeds 0/1/2 overlap almost completely; the
+    splits must still be disjoint, full-sized, and the drops counted."""
+    params = {**CHAIN_SUM, "train_seed": 1, "test_seed": 0, "validation_seed": 2}
+    out = PreparedTaskPaths(tmp_path)
+    manifest = task_with(**params).prepare(out)
+    train, test, val = (questions(out.data / "train.jsonl"), questions(out.test),
+                        questions(out.validation))
+    assert (len(train), len(test), len(val)) == (200, 60, 30)
+    assert not (train & test) and not (train & val) and not (val & test)
+    assert manifest["dropped"]["train"]["dropped_overlap"] > 0
+    assert manifest["dropped"]["validation"]["dropped_overlap"] > 0
+
+
+def test_test_split_does_not_depend_on_train_params(tmp_path):
+    small = PreparedTaskPaths(tmp_path / "small")
+    large = PreparedTaskPaths(tmp_path / "large")
+    task_with(**CHAIN_SUM).prepare(small)
+    task_with(**{**CHAIN_SUM, "train_size": 300, "train_seed": 7}).prepare(large)
+    assert small.test.read_bytes() == large.test.read_bytes()
+    assert small.validation.read_bytes() == large.validation.read_bytes()
+
+
+def test_too_small_generator_space_is_an_error(tmp_path):
+    tiny_space = {"kind": "reasoning_gym", "dataset": "chain_sum",
+                  "kwargs": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}}
+    task = task_with(**{**CHAIN_SUM, "source": tiny_space, "test_size": 500})
+    with pytest.raises(ConfigError, match="test_size=500"):
+        task.prepare(PreparedTaskPaths(tmp_path))
+
+
+def test_gsm_symbolic_items_keep_their_worked_solution(tmp_path):
+    out = PreparedTaskPaths(tmp_path)
+    task_with(source={"kind": "reasoning_gym", "dataset": "gsm_symbolic"},
+              train_size=5, test_size=5).prepare(out)
+    for item in read_jsonl(out.test):
+        assert item["answer"].count("\n") >= 1 and item["answer"].endswith(f"#### {item['gold']}")
+    assert not out.validation.exists()
+
+
+# ---- prepare: GSM8K jsonl -----------------------------------------------------------------------
+
+def test_jsonl_prepare(tmp_path, gsm8k_data_root):
+    out = PreparedTaskPaths(tmp_path)
+    manifest = task_with(gsm8k_data_root, test_size=50, validation_size=20, shots=2).prepare(out)
+    assert manifest["sizes"] == {"train": 7473 - 20, "validation": 20, "test": 50}
+    train = read_jsonl(out.data / "train.jsonl")
+    test = read_jsonl(out.test)
+    assert all(item["id"].startswith("gsm8k-test-") for item in test)
+    assert all(item["answer"].endswith(f"#### {item['answer'].rsplit('#### ', 1)[1]}")
+               for item in train)
+    assert not (questions(out.data / "train.jsonl") & questions(out.test))
+    assert not (questions(out.data / "train.jsonl") & questions(out.validation))
+    # the two shots are train items, shown without GSM8K's <<calculator>> annotations
+    shot_ids = manifest["shots"]
+    shots = [item for item in train if item["id"] in shot_ids]
+    assert len(shots) == 2
+    assert all(shot["question"] in test[0]["prompt"] for shot in shots)
+    assert "<<" not in test[0]["prompt"]
+    assert test[0]["prompt"].endswith(f"Question: {test[0]['question']}")
+
+
+def test_jsonl_prepare_is_deterministic_and_subsamples(tmp_path, gsm8k_data_root):
+    params = {"test_size": 30, "train_size": 100, "validation_size": 10}
+    a = task_with(gsm8k_data_root, **params).prepare(PreparedTaskPaths(tmp_path / "a"))
+    b = task_with(gsm8k_data_root, **params).prepare(PreparedTaskPaths(tmp_path / "b"))
+    assert a == b and a["sizes"] == {"train": 100, "validation": 10, "test": 30}
+    assert prepared_files(tmp_path / "a") == prepared_files(tmp_path / "b")
+
+
+def test_jsonl_asking_for_more_than_exists_is_an_error(tmp_path, gsm8k_data_root):
+    with pytest.raises(ConfigError, match="test_size=5000"):
+        task_with(gsm8k_data_root, test_size=5000).prepare(PreparedTaskPaths(tmp_path))
+
+
+def test_hf_source_reads_both_splits(tmp_path, gsm8k_data_root, monkeypatch):
+    """The Hub is out of reach here: serve the local files through datasets.load_dataset."""
+    import datasets
+
+    calls = []
+
+    def fake_load_dataset(hf_id, hf_config, split):
+        calls.append((hf_id, hf_config, split))
+        return read_jsonl(gsm8k_data_root / "gsm8k" / f"{split}.jsonl")[:40]
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    out = PreparedTaskPaths(tmp_path)
+    manifest = task_with(source="hf", test_size=10, train_size=20).prepare(out)
+    assert sorted(calls) == [("openai/gsm8k", "main", "test"), ("openai/gsm8k", "main", "train")]
+    assert manifest["sizes"] == {"train": 20, "validation": 0, "test": 10}
+    assert read_jsonl(out.test)[0]["id"].startswith("gsm8k-test-")
+
+
+def test_missing_jsonl_dir_names_the_path(tmp_path):
+    with pytest.raises(ConfigError, match="nowhere/test.jsonl"):
+        task_with(tmp_path, source={"kind": "jsonl", "path": "nowhere"}).prepare(
+            PreparedTaskPaths(tmp_path / "out"))
+
+
+# ---- evaluate ---------------------------------------------------------------------------------
+
+class ScriptedGenerator:
+    """Stands in for a model: answers every prompt with ``reply(prompt)``."""
+
+    tokenizer = None
+
+    def __init__(self, reply):
+        self.reply = reply
+        self.max_new_tokens = None
+
+    def generate(self, prompts, max_new_tokens=None):
+        self.max_new_tokens = max_new_tokens
+        return [self.reply(p) for p in prompts]
+
+
+@pytest.fixture
+def chain_sum_test(tmp_path) -> tuple[GSM8KTask, Path]:
+    task = task_with(**{**CHAIN_SUM, "test_size": 20, "max_new_tokens": 7})
+    out = PreparedTaskPaths(tmp_path / "prepared")
+    task.prepare(out)
+    return task, out.test
+
+
+def test_evaluate_scores_what_the_model_says(chain_sum_test, monkeypatch, tmp_path):
+    task, split = chain_sum_test
+    gold = {item["prompt"]: item["gold"] for item in read_jsonl(split)}
+    replies = {"right": lambda p: f"Adding up step by step.\n#### {gold[p]}",
+               "wrong": lambda p: f"#### {int(gold[p]) + 1}",
+               "silent": lambda p: "I cannot tell."}
+    monkeypatch.setattr(a2rl.task.inference, "format_chat", lambda tok, user, system=None: user)
+    scores = {}
+    for name, reply in replies.items():
+        generator = ScriptedGenerator(reply)
+        monkeypatch.setattr(a2rl.task.inference, "load_generator", lambda d, cfg, g=generator: g)
+        result = task.evaluate(tmp_path, split, InferenceConfig(max_new_tokens=99))
+        assert generator.max_new_tokens == 7  # params.max_new_tokens wins over inference's
+        scores[name] = result
+    assert scores["right"].score == 100.0 and scores["right"].breakdown["marker_pct"] == 100.0
+    assert scores["wrong"].score == 0.0
+    assert scores["silent"].score == 0.0 and scores["silent"].breakdown["answered_pct"] == 0.0
+    record = scores["right"].records[0]
+    assert set(record) >= {"id", "prompt_tail", "completion", "extracted", "gold", "correct"}
+
+
+def test_evaluate_on_tiny_model(chain_sum_test, tiny_model):
+    task, split = chain_sum_test
+    result = task.evaluate(tiny_model, split,
+                           InferenceConfig(backend="hf", batch_size=8, max_new_tokens=7,
+                                           torch_threads=1))
+    assert isinstance(result, EvalResult)
+    assert result.n == 20 and 0.0 <= result.score <= 100.0
+    assert set(result.per_item) <= {0.0, 1.0}
+    assert result.seconds > 0
+    assert [r["id"] for r in result.records] == [item["id"] for item in read_jsonl(split)]
+    assert all(isinstance(r["completion"], str) for r in result.records)
+
+
+# ---- scoring replies without a model (a2rl score) ----------------------------------------------
+
+def test_find_item_agrees_with_the_prepared_splits(chain_sum_test):
+    """Ids name the split and the position, so `a2rl score` finds any item without drawing
+    the splits; the found item is the prepared one."""
+    task, split = chain_sum_test
+    for item in read_jsonl(split)[:3]:
+        found = task.find_item(item["id"])
+        assert (found["question"], found["gold"]) == (item["question"], item["gold"])
+    for bad in ("chain_sum-nosuch-1", "other-test-1", "chain_sum-test-x"):
+        with pytest.raises(KeyError):
+            task.find_item(bad)
+
+
+def test_find_item_in_a_jsonl_pool(gsm8k_data_root):
+    task = task_with(gsm8k_data_root, source={"kind": "jsonl", "path": "gsm8k"})
+    item = task.find_item("gsm8k-test-12")
+    assert item["id"] == "gsm8k-test-12" and item["gold"]
+    with pytest.raises(KeyError):
+        task.find_item("gsm8k-test-999999")
+
+
+def test_score_lines_uses_the_graders_extraction(chain_sum_test):
+    from a2rl.grading.score import score_lines
+
+    task, split = chain_sum_test
+    item = read_jsonl(split)[0]
+    rows = [{"id": item["id"], "reply": f"#### {item['gold']}"},
+            {"item": {"id": "own", "gold": 18},
+             "reply": "She has to answer 34-16 = 18 questions, so 18."},
+            {"item": {"id": "long", "gold": "1"}, "reply": "#### 0.99999999999999999999999999999"},
+            {"item": {"id": "no-gold"}, "reply": "1"}]
+    results = score_lines(task, [json.dumps(r) for r in rows] + ["", "[1]"])
+    assert [r.get("score") for r in results] == [1.0, 1.0, 0.0, None, None]
+    assert results[0]["verdict"] == "correct" and "gold" in results[0]["reason"]
+    assert "lacks ['gold']" in results[3]["error"] and results[4]["error"].startswith("line 6")

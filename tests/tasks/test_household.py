@@ -1,0 +1,274 @@
+"""The offline household task (tasks/alfworld, source=household): game generation, prepare's
+layout and sealing, demonstrations in the grader's prompt format, the random baseline, and
+evaluation of a (tiny) model through the lockstep runner."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from a2rl.common.files import iter_jsonl
+from a2rl.common.layout import PreparedTaskPaths
+from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
+from a2rl.task.base import load_task
+from a2rl.task.envs import ExpertPolicy, play
+
+PARAMS = {"source": "household", "train_games": 3, "test_games": 3, "max_steps": 8,
+          "quest_length": [1, 2], "rooms": [1, 2], "objects": [3, 5], "random_seeds": 2}
+
+
+def household(**params) -> TaskConfig:
+    return TaskConfig(id="household", name="alfworld", level="L3", params={**PARAMS, **params})
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    task = load_task(household(), Path("."))
+    out = PreparedTaskPaths(tmp_path_factory.mktemp("prepared") / "household")
+    out.data.mkdir(parents=True)
+    out.sealed.mkdir(parents=True)
+    facts = task.prepare(out)
+    return task, out, facts
+
+
+def test_params_are_checked():
+    with pytest.raises(ConfigError, match="unknown keys"):
+        load_task(household(test_size=3), Path("."))
+    with pytest.raises(ConfigError, match="quest_length"):
+        load_task(household(quest_length=[3, 1]), Path("."))
+    with pytest.raises(ConfigError, match="too close"):
+        load_task(household(test_seed=1_000_001), Path("."))
+    with pytest.raises(ConfigError, match="source"):
+        load_task(household(source="webshop"), Path("."))
+    with pytest.raises(ConfigError, match="goal_types"):
+        load_task(household(goal_types=["put_in", "pick_three"]), Path("."))
+
+
+def test_pick_two_games_need_both_objects(tmp_path):
+    """ALFWorld's pick-two goal: the expert wins by placing two objects of one kind, and the
+    walkthrough without its last step (one object placed) does not win."""
+    from a2rl_tasks.alfworld.games import Difficulty, make_games
+    from a2rl_tasks.alfworld.textworld_env import HouseholdEnv
+
+    metas = make_games(tmp_path, "pt", 2, 5, Difficulty(rooms=(2, 3), objects=(4, 5)),
+                       ["pick_two"])
+    for meta in metas:
+        assert meta["goal_type"] == "pick_two" and meta["goal"].startswith("Put two ")
+        game = str(tmp_path / meta["game"])
+        won = play([game], HouseholdEnv, ExpertPolicy(0), 20)[0]
+        assert won.won and won.n_steps == len(meta["walkthrough"])
+        env = HouseholdEnv()
+        env.reset(game)
+        steps = [env.step(cmd) for cmd in meta["walkthrough"][:-1]]
+        env.close()
+        assert not any(s.info["won"] for s in steps)
+        assert sum(c.startswith(("put ", "insert ")) for c in meta["walkthrough"]) == 2
+
+
+def test_prepare_writes_sealed_games_and_demonstrations(prepared):
+    _, out, facts = prepared
+    test_rows = list(iter_jsonl(out.test))
+    assert len(test_rows) == 3 and facts["sizes"]["test"] == 3
+    for row in test_rows:  # test game files live under sealed/, nowhere in data/
+        assert (out.sealed / row["game"]).exists()
+        assert not (out.data / row["game"]).exists()
+    train_games = sorted((out.data / "games").glob("*.z8"))
+    assert len(train_games) == 3
+    test_seeds, train_seeds = facts["source"]["test_seeds"], facts["source"]["train_seeds"]
+    assert max(train_seeds) < min(test_seeds)
+    assert facts["expert_success_train"] == 100.0
+    assert 0.0 <= facts["random_baseline"]["score"] <= 100.0
+    assert set(facts["random_baseline"]["per_seed"]) <= {0.0, 100 / 3, 200 / 3, 100.0}
+    pairs = list(iter_jsonl(out.data / "train.jsonl"))
+    assert pairs and all(p["prompt"].endswith("Your action:") for p in pairs)
+    # every completion is an admissible action of its prompt
+    for p in pairs:
+        assert p["completion"] in p["prompt"].split("Available actions:\n")[1].splitlines()
+    trajectories = list(iter_jsonl(out.data / "trajectories.jsonl"))
+    assert {t["kind"] for t in trajectories} == {"expert", "perturbed_expert"}
+    for name in ("README.md", "household_env.py", "a2rl_envs.py", "train_games.jsonl"):
+        assert (out.data / name).exists()
+
+
+def test_games_are_reproducible(tmp_path):
+    from a2rl_tasks.alfworld.games import Difficulty, make_games
+
+    a = make_games(tmp_path / "a", "g", 2, 555, Difficulty((1, 2), (3, 5), (1, 2)), ["put_on",
+                   "put_in", "fetch", "open_fetch", "drop", "open"])
+    b = make_games(tmp_path / "b", "g", 2, 555, Difficulty((1, 2), (3, 5), (1, 2)), ["put_on",
+                   "put_in", "fetch", "open_fetch", "drop", "open"])
+    assert a == b
+
+
+def test_environment_cleans_text_and_labels_expert(prepared):
+    from a2rl_tasks.alfworld.textworld_env import HouseholdEnv
+
+    _, out, _ = prepared
+    game = str(min((out.data / "games").glob("*.z8")))
+    env = HouseholdEnv()
+    first = env.reset(game)
+    assert "TextWorld" not in first.goal and "$$$" not in first.text and first.admissible
+    assert first.info["expert"] == first.info["walkthrough"][0]
+    assert first.info["goal_type"] != "unknown"
+    step = env.step("look")
+    assert not step.done and "-= " not in step.observation.text.splitlines()[-1][-12:]
+    assert step.info["won"] is False
+    env.close()
+    episodes = play([game], HouseholdEnv, ExpertPolicy(), 8)
+    assert episodes[0].won and episodes[0].steps[-1]["reward"] == 1.0
+
+
+def test_agent_side_rollout_helpers_work_from_data(prepared, tmp_path):
+    """The copies in data/ run without the a2rl package's envs module on the path."""
+    import subprocess
+    import sys
+
+    _, out, _ = prepared
+    script = ("import sys; sys.modules['a2rl.task.envs'] = None; sys.path.insert(0, '.')\n"
+              "from household_env import HouseholdEnv, load_games, PROMPT\n"
+              "from a2rl_envs import play, RandomPolicy, success_rate\n"
+              "eps = play(load_games('games'), HouseholdEnv, RandomPolicy(0), 4, PROMPT)\n"
+              "print(len(eps), success_rate(eps))\n")
+    result = subprocess.run([sys.executable, "-c", script], cwd=out.data, check=False,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[0] == "3"
+
+
+def test_evaluate_plays_sealed_games_with_a_model(prepared, tiny_model):
+    task, out, _ = prepared
+    inference = InferenceConfig(backend="hf", batch_size=8, max_new_tokens=4, torch_threads=1)
+    result = task.evaluate(tiny_model, out.test, inference)
+    assert result.n == 3 and set(result.per_item) <= {0.0, 1.0}
+    assert all(f"success_{r['goal_type']}" in result.breakdown for r in result.records)
+    assert all(1 <= r["steps"] <= 8 for r in result.records)
+    again = task.evaluate(tiny_model, out.test, inference)  # greedy: deterministic
+    assert [r["actions"] for r in again.records] == [r["actions"] for r in result.records]
+    json.dumps(result.to_dict())
+
+
+def _grpo_module(tmp_path):
+    import importlib.util
+
+    from a2rl.agents import grpo
+
+    path = tmp_path / "grpo_train.py"
+    shutil.copy(grpo.GRPO_SCRIPT, path)
+    spec = importlib.util.spec_from_file_location("grpo_train", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_grpo_update_raises_the_rewarded_action(tiny_model, tmp_path):
+    """A policy-gradient step with a positive advantage makes that action more likely, with a
+    negative one less likely (the core of the GRPO loop)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    m = _grpo_module(tmp_path)
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    eos = tok.eos_token_id
+    prompts, actions = ["Goal: win\n\nAvailable actions:\nopen box\ngo west"] * 2, ["open box",
+                                                                                     "go west"]
+    for sign in (1.0, -1.0):
+        model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+        opt = torch.optim.SGD(model.parameters(), lr=0.5)
+        before = m.action_logprobs(model, tok, prompts, actions, eos).detach()
+        loss = -(torch.tensor([sign, 0.0]) * m.action_logprobs(model, tok, prompts, actions,
+                                                               eos)).sum()
+        loss.backward()
+        opt.step()
+        after = m.action_logprobs(model, tok, prompts, actions, eos).detach()
+        assert torch.isfinite(before).all()
+        assert (after[0] - before[0]) * sign > 0
+
+
+def test_grpo_groups_give_zero_mean_advantages_and_skip_ties(tmp_path):
+    """Group-relative advantages: each group's are zero-mean with unit spread, every step of an
+    episode carries its episode's advantage, groups whose returns tie give no samples, and the
+    per-game win counts are kept for picking games."""
+    from a2rl.task.envs import Episode
+
+    m = _grpo_module(tmp_path)
+
+    def episode(game, tag, won, n):
+        return Episode(game=game, won=won, steps=[{"prompt": f"{game}{tag}{i}", "action": "go"}
+                                                  for i in range(n)])
+
+    picked = ["a", "b"]
+    episodes = [episode("a", "w", True, 2), episode("a", "l", False, 3),   # differ: signal
+                episode("b", "x", False, 4), episode("b", "y", False, 4)]  # tie: no signal
+    stats = {"a": [1, 2]}
+    samples = m.group_samples(picked, episodes, 2, 0.01, stats)
+    assert stats == {"a": [2, 4], "b": [0, 2]}
+    assert len(samples) == 5 and all(p.startswith("a") for p, _, _ in samples)
+    advantages = {p: adv for p, _, adv in samples}
+    assert advantages["aw0"] == advantages["aw1"] == pytest.approx(1.0)
+    assert advantages["al0"] == advantages["al2"] == pytest.approx(-1.0)
+
+
+def test_grpo_expert_bonus_ranks_episodes_that_all_lost(tmp_path):
+    """With the shaping bonus, a group whose episodes all lost still gives a signal: the episode
+    that followed the expert more gets the positive advantage; without it the group is skipped."""
+    from a2rl.task.envs import Episode
+
+    m = _grpo_module(tmp_path)
+
+    def episode(tag, actions, experts):
+        return Episode(game="g", won=False, steps=[
+            {"prompt": f"{tag}{i}", "action": a, "expert": x}
+            for i, (a, x) in enumerate(zip(actions, experts))])
+
+    close = episode("c", ["open box", "take key"], ["open box", "take key"])
+    astray = episode("a", ["go west", "take key"], ["open box", None])  # unlabelled step
+    assert m.expert_agreement(close) == 1.0 and m.expert_agreement(astray) == 0.0
+    assert m.expert_agreement(Episode(game="g")) == 0.0
+    assert m.episode_return(close, 0.01, 0.5) == pytest.approx(0.5 - 0.02)
+    assert m.group_samples(["g"], [close, astray], 2, 0.01, {}) == []
+    samples = m.group_samples(["g"], [close, astray], 2, 0.01, {}, expert_bonus=0.5)
+    advantages = {p: adv for p, _, adv in samples}
+    assert advantages["c0"] == pytest.approx(1.0) and advantages["a1"] == pytest.approx(-1.0)
+
+
+def test_grpo_picks_distinct_games_favouring_uncertain_ones(tmp_path):
+    import random
+
+    m = _grpo_module(tmp_path)
+    games = [f"g{i}" for i in range(6)]
+    stats = {g: [0, 8] for g in games[:3]}   # always lost: little to learn
+    stats.update({g: [4, 8] for g in games[3:]})  # won half the time
+    random.seed(0)
+    counts = {g: 0 for g in games}
+    for _ in range(200):
+        picked = m.pick_games(games, stats, 2)
+        assert len(set(picked)) == 2
+        for g in picked:
+            counts[g] += 1
+    assert sum(counts[g] for g in games[3:]) > 2 * sum(counts[g] for g in games[:3])
+
+
+def test_grpo_script_runs_rollouts_and_saves(prepared, tiny_model, tmp_path):
+    import subprocess
+    import sys
+
+    from a2rl.agents import grpo
+
+    _, out, _ = prepared
+    script = tmp_path / "grpo_train.py"
+    shutil.copy(grpo.GRPO_SCRIPT, script)
+    stats = tmp_path / "stats.json"
+    result = subprocess.run(
+        [sys.executable, str(script), "--model", str(tiny_model), "--data", str(out.data),
+         "--out", str(tmp_path / "grpo"), "--iterations", "1", "--games", "2", "--group", "2",
+         "--max-steps", "3", "--train-layers", "1", "--stats", str(stats)],
+        check=False, capture_output=True, text=True, timeout=600,
+        env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    log = json.loads((tmp_path / "grpo" / "grpo_log.json").read_text())
+    assert log[0]["episodes"] == 4 and 0 <= log[0]["success"] <= 100
+    assert (tmp_path / "grpo" / "config.json").exists()
+    assert sum(n for _, n in json.loads(stats.read_text()).values()) == 4
