@@ -17,7 +17,7 @@ from a2rl.common.files import iter_jsonl
 from a2rl.grading import client
 from a2rl.grading.grader import GraderSettings, GradingServer, GradingService
 from a2rl.grading.ledger import Ledger
-from a2rl.task.base import EvalResult
+from a2rl.task.base import EvalResult, GradingUnavailable
 
 TOKEN = "test-token"
 PROBE_IDS = torch.arange(3, 43).view(4, 10)
@@ -271,6 +271,35 @@ def test_eval_time_can_be_excluded_from_budget():
     counted.start()
     counted.add_eval_time(5)
     assert counted.time_left() <= 10
+
+
+@pytest.mark.parametrize("count_eval_time", [True, False])
+def test_grading_unavailable_is_judge_failed_uncounted_and_not_charged(run_env, tiny_model,
+                                                                     count_eval_time):
+    """An evaluator that cannot grade for a reason outside the submission (a judge outage):
+    503 judge_failed, the submission not used up, its grading time given back to the agent
+    whether or not evaluations count; the same model is scored once grading works again."""
+    tmp_path, ws = run_env
+    score = ForwardPassScore()
+    outage = [GradingUnavailable("the judge is down")]  # the first evaluation only
+
+    def evaluate(model_dir: Path) -> EvalResult:
+        if outage:
+            time.sleep(0.5)
+            raise outage.pop()
+        return score(model_dir)
+
+    clock = BudgetClock(600, count_eval_time=count_eval_time)
+    service = make_service(tmp_path, ws, tiny_model, evaluate, clock=clock, max_submissions=1)
+    put_model(ws, tiny_model, "a")
+    code, body = service.submit("output/a")
+    assert code == 503 and body["status"] == "judge_failed" and body["submissions_left"] == 1
+    assert "the judge is down" in body["error"]
+    assert clock.allowance() >= 600.5
+    entry = service.ledger.entries[0]
+    assert entry["infrastructure_failure"] and not entry["valid"] and entry["artifact_hash"]
+    code, body = service.submit("output/a")
+    assert code == 200 and body["submissions_left"] == 0 and score.calls == 1
 
 
 def test_copy_of_base_model_is_answered_with_the_baseline(run_env, tiny_model):

@@ -14,6 +14,7 @@ class BudgetClock:
         self.count_eval_time = count_eval_time
         self._started: Optional[float] = None
         self._eval_s = 0.0
+        self._excused_s = 0.0  # time lost to the harness (a judge outage): always given back
         self._lock = threading.Lock()
 
     def start(self) -> None:
@@ -30,9 +31,17 @@ class BudgetClock:
         with self._lock:
             self._eval_s += seconds
 
+    def excuse(self, seconds: float) -> None:
+        """Give back time the harness lost (grading that failed for reasons outside the
+        submission), whether or not evaluations count."""
+        with self._lock:
+            self._excused_s += seconds
+
     def allowance(self) -> float:
-        """The limit, stretched by evaluation time when evaluations do not count."""
-        return self.time_limit_s + (0.0 if self.count_eval_time else self._eval_s)
+        """The limit, stretched by excused time, and by evaluation time when evaluations do
+        not count."""
+        return (self.time_limit_s + self._excused_s
+                + (0.0 if self.count_eval_time else self._eval_s))
 
     def time_left(self) -> float:
         return max(0.0, self.allowance() - self.elapsed())

@@ -143,6 +143,7 @@ class GradingService:
         try:
             result = self.evaluate(model_dir)
         except GradingUnavailable as err:  # not the agent's fault: its time is not charged
+            self.clock.excuse(time.monotonic() - started)
             raise GradingFailed(str(err), extra | {"artifact_hash": digest}) from err
         except Exception as err:
             raise InvalidSubmission(f"the model could not be evaluated: "
