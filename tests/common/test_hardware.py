@@ -1,5 +1,5 @@
-"""Precision by hardware (a2rl.common.hardware), as the reference agents' scripts receive it, and the
-hardware record."""
+"""Precision by hardware (a2rl.common.hardware), as the reference agents' scripts receive it, and
+the hardware record."""
 
 from __future__ import annotations
 

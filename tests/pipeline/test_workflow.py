@@ -41,7 +41,9 @@ def test_dry_run_plans_every_cell(grid, tmp_path):
     assert result.returncode == 0, output
     expected = grid_cells(compose(grid_overrides(grid)))
     planned = planned_cells(output)
-    key = lambda c: (c["task"], c["agent"], c["driver"], c["seed"])
+    def key(cell):
+        return cell["task"], cell["agent"], cell["driver"], cell["seed"]
+
     assert sorted(map(key, planned)) == sorted(map(key, expected))
     assert "rule build_leaderboard:" in output
     assert not (tmp_path / "results").exists()  # planning writes nothing
