@@ -262,6 +262,28 @@ def test_budget_limits(run_env, tiny_model):
     assert code == 403 and "time budget" in body["error"]
 
 
+@pytest.mark.parametrize("count_eval_time", [True, False])
+def test_a_running_evaluation_stretches_the_budget_only_when_evaluations_do_not_count(
+        run_env, tiny_model, count_eval_time):
+    """An evaluation longer than the time left: when evaluations do not count, the agent
+    waiting for its score is not out of time meanwhile (the runner would stop it), and the
+    evaluation's seconds stay given back afterwards."""
+    tmp_path, ws = run_env
+    clock = BudgetClock(1.0, count_eval_time=count_eval_time)
+    score = ForwardPassScore()
+    seen = []
+
+    def evaluate(model_dir: Path) -> EvalResult:
+        time.sleep(1.5)
+        seen.append(clock.expired())
+        return score(model_dir)
+
+    service = make_service(tmp_path, ws, tiny_model, evaluate, clock=clock)
+    put_model(ws, tiny_model, "a")
+    assert service.submit("output/a")[0] == 200
+    assert seen == [count_eval_time] and clock.expired() is count_eval_time
+
+
 def test_eval_time_can_be_excluded_from_budget():
     clock = BudgetClock(10, count_eval_time=False)
     clock.start()

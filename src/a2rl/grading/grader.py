@@ -139,17 +139,17 @@ class GradingService:
                                 extra=extra)
         model_dir = materialize_submission(artifact, self.base_model,
                                            artifact.parent / "model")
-        started = time.monotonic()
+        self.clock.begin_eval()
         try:
             result = self.evaluate(model_dir)
-        except GradingUnavailable as err:  # not the agent's fault: its time is not charged
-            self.clock.excuse(time.monotonic() - started)
+        except GradingUnavailable as err:  # not the agent's fault: its time is given back
+            self.clock.end_eval("excused")
             raise GradingFailed(str(err), extra | {"artifact_hash": digest}) from err
         except Exception as err:
+            self.clock.end_eval("charged")
             raise InvalidSubmission(f"the model could not be evaluated: "
                                     f"{type(err).__name__}: {err}") from err
-        seconds = time.monotonic() - started
-        self.clock.add_eval_time(seconds)
+        seconds = self.clock.end_eval("eval")
         scored = {"score": round(result.score, 4), "stderr": round(result.stderr, 4),
                   "n": result.n, "eval_seconds": round(seconds, 3)}
         usage = getattr(result, "usage", None)
