@@ -56,15 +56,21 @@ class MissingHubFile(RuntimeError):
             + (f" ({type(cause).__name__}: {cause})" if cause else ""))
 
 
-def _shim_pkg_resources() -> None:
+@contextlib.contextmanager
+def _pkg_resources_for_import() -> Iterator[None]:
     """alpaca_eval.utils imports ``pkg_resources`` for two version helpers; setuptools >= 81
-    no longer ships it. Provide those two helpers (from packaging and importlib.metadata) so
-    the package imports; a real pkg_resources is left alone."""
+    no longer ships it. While alpaca_eval is imported, a stand-in with those two helpers (from
+    packaging and importlib.metadata) is in sys.modules; it is taken out afterwards (alpaca_eval
+    keeps its own reference), because other code in the process takes whatever is there for
+    the real one (pytest's syspath_prepend calls pkg_resources.fixup_namespace_packages). A
+    real pkg_resources is left alone."""
     try:
         import pkg_resources  # noqa: F401
-        return
     except ImportError:
         pass
+    else:
+        yield
+        return
     from packaging.version import parse
 
     shim = types.ModuleType("pkg_resources")
@@ -72,12 +78,17 @@ def _shim_pkg_resources() -> None:
     shim.get_distribution = lambda name: types.SimpleNamespace(
         version=importlib.metadata.version(name))
     sys.modules["pkg_resources"] = shim
+    try:
+        yield
+    finally:
+        if sys.modules.get("pkg_resources") is shim:
+            del sys.modules["pkg_resources"]
 
 
 def alpaca_eval_metrics():
     """The ``alpaca_eval.metrics`` module (imported lazily: it pulls in pandas, sklearn...)."""
-    _shim_pkg_resources()
-    from alpaca_eval import metrics
+    with _pkg_resources_for_import():
+        from alpaca_eval import metrics
 
     return metrics
 

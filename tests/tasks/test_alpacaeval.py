@@ -481,6 +481,17 @@ def test_the_lc_glm_reads_its_hub_file_from_a_local_copy_or_names_it(tmp_path):
         compute_metrics(rows, "length_controlled_v1", {"df_gamed.csv": tmp_path / "nope.csv"})
 
 
+def test_importing_alpaca_eval_leaves_no_stand_in_pkg_resources():
+    """alpaca_eval needs pkg_resources, which setuptools >= 81 lacks: the stand-in the metric
+    gives it must not stay in sys.modules, where the grader's process (and pytest's
+    syspath_prepend) would take it for the real one."""
+    from a2rl_tasks.alpacaeval.metric import alpaca_eval_metrics
+
+    assert alpaca_eval_metrics().get_winrate
+    module = sys.modules.get("pkg_resources")
+    assert module is None or hasattr(module, "fixup_namespace_packages")
+
+
 def test_a_glm_fit_needs_two_outcomes():
     from a2rl_tasks.alpacaeval.metric import compute_metrics
 
