@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from a2rl.agents.dpo import method_args as dpo_args
 from a2rl.agents.grpo import method_args
-from a2rl.agents.settings import GrpoSettings
+from a2rl.agents.settings import DpoSettings, GrpoSettings
 from a2rl.common import hardware
 from a2rl.config.compose import compose
 from a2rl.config.types import ConfigError
@@ -80,14 +81,26 @@ def sft_training_config(monkeypatch, precision_env: str, tmp_path: Path):
     return script.training_config(args, args.precision)
 
 
+def dpo_training_config(monkeypatch, precision_env: str, tmp_path: Path):
+    """The DPO config the ``dpo`` agent's script builds under ``precision_env``."""
+    monkeypatch.setenv("A2RL_PRECISION", precision_env)
+    monkeypatch.syspath_prepend(str(AGENTS))  # dpo_train imports sft_train from its folder
+    script = load_script("dpo_train")
+    args = script.arguments().parse_args(["--model", "m", "--data", "d", "--out",
+                                          str(tmp_path / "out"), *dpo_args(DpoSettings())])
+    return script.training_config(args, args.precision, args.steps)
+
+
 def test_without_native_bf16_the_agents_train_in_fp32_without_checkpointing(cpu, monkeypatch,
                                                                            tmp_path):
     cpu(AVX2_ONLY)
-    for agent in ("sft", "sft_grpo", "grpo"):
+    for agent in ("sft", "sft_grpo", "grpo", "dpo"):
         assert agent_precision_env(compose([f"agent={agent}"])) == "fp32"
     config = sft_training_config(monkeypatch, "fp32", tmp_path)
     assert config.bf16 is False and config.fp16 is False
     assert config.gradient_checkpointing is False and config.activation_checkpointing is False
+    dpo = dpo_training_config(monkeypatch, "fp32", tmp_path)
+    assert dpo.bf16 is False and dpo.activation_checkpointing is False  # TRL's default: on
     monkeypatch.setenv("A2RL_PRECISION", "fp32")
     grpo = load_script("grpo_train").arguments().parse_args(
         ["--model", "m", "--data", "d", "--out", "o", *method_args(GrpoSettings())])
@@ -123,6 +136,8 @@ def test_with_native_bf16_the_agents_train_in_bf16_without_checkpointing(cpu, mo
     assert agent_precision_env(compose(["agent=sft"])) == "bf16"
     config = sft_training_config(monkeypatch, "bf16", tmp_path)
     assert config.bf16 is True and config.activation_checkpointing is False
+    dpo = dpo_training_config(monkeypatch, "bf16", tmp_path)
+    assert dpo.bf16 is True and dpo.gradient_checkpointing is False
     assert config.gradient_checkpointing is False
     # the config's override wins over the hardware
     assert agent_precision_env(compose(["agent=sft", "agent.precision=fp32"])) == "fp32"

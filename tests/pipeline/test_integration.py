@@ -34,6 +34,7 @@ TASK = "gsm8k_arith"
 AGENTS = ("noop", "sft")
 CI_TEST_SIZE = 16  # conf/grid_task/ci_gsm8k_arith.yaml: task.params.test_size
 CI_HOUSEHOLD_GAMES = 4  # conf/grid_task/ci_household.yaml: task.params.test_games
+CI_ALPACAEVAL_ITEMS = 8  # conf/grid_task/ci_alpacaeval.yaml: task.params.test_size
 WORKSPACE_ENTRIES = {"description.md", "data", "base_model", "code", "output", "scores.json"}
 TIMEOUT_S = 600
 
@@ -261,6 +262,31 @@ def test_snakemake_ci_grid_household_cell(ci_grid, agent):
 
 
 @pytest.mark.parametrize("agent", AGENTS)
+def test_snakemake_ci_grid_alpacaeval_cell(ci_grid, agent):
+    """The L2 cell of the ci grid (the tiny model judging itself): references only for the
+    training instructions, each evaluated submission's replies and both judge verdicts kept,
+    the judge's usage in the ledger and run.json."""
+    run_root = ci_grid / "results" / "runs" / "alpacaeval" / agent / "none" / "seed0"
+    sealed = read_jsonl(ci_grid / "results" / "prepared" / "alpacaeval" / "sealed" /
+                        "test.jsonl")
+    assert len(sealed) == CI_ALPACAEVAL_ITEMS
+    train = {r["instruction"] for r in read_jsonl(run_root / "workspace" / "data" /
+                                                  "train.jsonl")}
+    assert train and not train & {x["instruction"] for x in sealed}
+    ledger = read_jsonl(run_root / "ledger.jsonl")
+    assert ledger and all(e["valid"] and e["n"] == CI_ALPACAEVAL_ITEMS for e in ledger)
+    for entry in (e for e in ledger if not e["cached"]):
+        details = read_json(run_root / "evals" / f"{entry['submission_id']}.json")
+        assert all({"output", "p_ref_first", "p_model_first", "preference"} <= set(r)
+                   for r in details["records"])
+        usage = entry["grading_usage"]
+        assert usage["calls"] + usage["cache_hits"] == 2 * CI_ALPACAEVAL_ITEMS - sum(
+            2 * r["empty"] for r in details["records"])
+    if agent == "sft":
+        assert read_json(run_root / "run.json")["grading_usage"]["calls"] >= 1
+
+
+@pytest.mark.parametrize("agent", AGENTS)
 def test_snakemake_ci_grid_workspace(ci_grid, agent):
     """The paper's workspace layout, read-only where it should be, without the test split."""
     run_root = run_dir(ci_grid, agent)
@@ -294,9 +320,10 @@ def test_snakemake_ci_grid_leaderboard(ci_grid):
     results = ci_grid / "results"
     with (results / "leaderboard.csv").open() as fh:
         table = list(csv.DictReader(fh))
-    # the ci grid's second task, the household games, is on the board too
+    # the ci grid's other tasks, the household games and AlpacaEval, are on the board too
     assert {(r["task"], r["level"], r["agent"]) for r in table if r["task"] != TASK} == \
-        {("household", "L3", agent) for agent in AGENTS}
+        {(task, level, agent) for task, level in (("household", "L3"), ("alpacaeval", "L2"))
+         for agent in AGENTS}
     rows = {row["agent"]: row for row in table if row["task"] == TASK}
     assert set(AGENTS) <= set(rows)
     for agent in AGENTS:
@@ -431,7 +458,8 @@ def test_doctor_checks_the_machine_and_plans_each_cell(repo_copy):
     report = json.loads(result.stdout)
     assert all(c["ok"] for c in report["checks"]), report["checks"]
     cells = {c["cell"] for c in report["cells"]}
-    assert cells == {f"{t}/{a}/none/seed0" for t in (TASK, "household") for a in AGENTS}
+    assert cells == {f"{t}/{a}/none/seed0" for t in (TASK, "household", "alpacaeval")
+                     for a in AGENTS}
     assert report["hardware"]["precision"]["inference"] == "fp32"
     assert report["rates"]["train_s_per_token"] > 0 and report["seconds"] < 60
     assert all(c["first_submission_s"] is not None for c in report["cells"])

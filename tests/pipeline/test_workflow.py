@@ -47,8 +47,8 @@ def test_dry_run_plans_every_cell(grid, tmp_path):
         tasks = {c["task"] for c in planned}
         assert {"humaneval", "alpacaeval", "alfworld", "webshop", "deepsearchqa"} <= tasks
         # 6 tasks x (6 LLM agents x 6 drivers + noop and sft with driver none) x 3 seeds,
-        # and sft_grpo on ALFWorld
-        assert len(planned) == 6 * (6 * 6 + 2) * 3 + 3
+        # sft_grpo on ALFWorld, dpo on GSM8K, HumanEval and AlpacaEval
+        assert len(planned) == 6 * (6 * 6 + 2) * 3 + 3 + 3 * 3
 
 
 def test_extra_overrides_and_bad_grid(tmp_path):

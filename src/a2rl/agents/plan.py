@@ -73,3 +73,18 @@ def training_report(folder):
     """The training report the SFT script leaves in its output folder (None if absent)."""
     path = Path(folder) / "train_log.json"
     return json.loads(path.read_text()) if path.exists() else None
+
+
+def run_round(who, cmd, until, ws, out, reserve_s):
+    """Run a training round's script until ``until``; its report (steps done, step time), or
+    None when it failed or was still running at the deadline (logged)."""
+    code = run_until(cmd, until, Path(ws) / "code", reserve_s)
+    report = training_report(out) if code == 0 else None
+    if code is None:
+        log(who, f"training was still running at the deadline and was stopped ({Path(out).name})")
+    elif report is None:
+        log(who, f"training failed (exit code {code})")
+    elif report.get("stopped"):
+        log(who, f"{Path(out).name}: stopped early by the {report['stopped']}"
+            + (f" ({report['step_s']:.1f}s a step)" if report.get("step_s") else ""))
+    return report

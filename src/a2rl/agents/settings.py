@@ -79,8 +79,29 @@ class SftGrpoSettings(GrpoSettings):
         "help": "Tokens per warm-up training row."})
 
 
+@dataclass
+class DpoSettings(AgentSettings):
+    """Agent ``dpo``: TRL DPO in rounds, the row's target reply chosen and the current model's
+    own sampled reply rejected, each round submitted (dpo.py)."""
+
+    steps: int = field(default=20, metadata={"help": "DPO steps per round."})
+    batch: int = field(default=4, metadata={"help": "Preference pairs per training step."})
+    lr: float = field(default=5e-6, metadata={"help": "Learning rate."})
+    beta: float = field(default=0.1, metadata={
+        "help": "DPO's beta: how far the policy may move from the reference model."})
+    max_len: int = field(default=768, metadata={"help": "Tokens per pair (prompt and reply)."})
+    sample_tokens: int = field(default=128, metadata={
+        "help": "Tokens at most in each sampled (rejected) reply."})
+    temperature: float = field(default=0.8, metadata={
+        "help": "Sampling temperature of the rejected replies."})
+    lora: bool = field(default=False, metadata={
+        "help": "Train LoRA adapters (merged on save) instead of every weight."})
+    max_rounds: int = field(default=3, metadata={"help": "Rounds at most."})
+
+
 # by agent name (conf/agent/<name>.yaml), which is also the agent's script (<name>.py)
-SETTINGS = {"sft": SftSettings, "grpo": GrpoSettings, "sft_grpo": SftGrpoSettings}
+SETTINGS = {"sft": SftSettings, "dpo": DpoSettings, "grpo": GrpoSettings,
+            "sft_grpo": SftGrpoSettings}
 
 
 def load(cls):

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from plan import deadline, run_until, submit, submit_base_model, training_report
+from plan import deadline, run_round, submit, submit_base_model
 from plan import log as plan_log
 from settings import SftSettings, load
 
@@ -49,16 +49,7 @@ def train_round(ws: Path, model: str, out: Path, steps: int, offset: int, until:
            "--max-len", str(max_len),
            "--seed", os.environ.get("A2RL_SEED", "0"), "--offset", str(offset),
            "--deadline", f"{until:.1f}"] + (["--lora"] if lora else [])
-    code = run_until(cmd, until, ws / "code", reserve_s)
-    report = training_report(out) if code == 0 else None
-    if code is None:
-        log(f"training was still running at the deadline and was stopped ({out.name})")
-    elif report is None:
-        log(f"training failed (exit code {code})")
-    elif report.get("stopped"):
-        log(f"{out.name}: stopped early by the {report['stopped']} "
-            f"({report['step_s']:.1f}s a step)")
-    return report
+    return run_round("sft", cmd, until, ws, out, reserve_s)
 
 
 def steps_that_fit(until: float, step_s: float, overhead_s: float) -> int:

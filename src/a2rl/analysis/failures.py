@@ -47,7 +47,11 @@ def failures_of(items: list[SubmissionItem], events: list[dict[str, Any]],
     """``{"kind", "message", "elapsed_s", "excerpt"}`` for each thing that went wrong."""
     found = []
     for s in items:
-        if not s.valid:
+        if s.status == "judge_failed":  # the harness's failure, kept apart from the agent's
+            found.append({"kind": "infrastructure", "message": f"submission {s.id} could not "
+                          f"be graded ({s.status_code}): {s.error}",
+                          "elapsed_s": s.elapsed_s, "excerpt": None})
+        elif not s.valid:
             found.append({"kind": "submission", "message": f"submission {s.id} rejected "
                           f"({s.status_code}): {s.error}",
                           "elapsed_s": s.elapsed_s, "excerpt": None})

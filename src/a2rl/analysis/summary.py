@@ -23,8 +23,9 @@ that did not go down); ``budget_used`` (agent seconds / time limit); ``deadline_
 limit minus the last submission's time); ``copy_of_base`` (valid submissions equal to the base).
 ``llm`` totals llm_calls.jsonl (``a2rl.llm.proxy.llm_totals``, plus the summed latency);
 ``cost_usd`` is its cost, 0 for a run without a driver, null when a driver ran but no calls were
-recorded. The route of a submission reads the code at its commit and the transcript's records
-up to its time (records without a time are read for every submission).
+recorded. ``grading_usage`` is what grading cost (a judge's calls, from run.json), kept apart
+from the agent's ``cost_usd``. The route of a submission reads the code at its commit and the
+transcript's records up to its time (records without a time are read for every submission).
 """
 
 from __future__ import annotations
@@ -179,7 +180,8 @@ def summarize(cfg: RunConfig, layout: Layout,
         route=route, lineage=lineage,
         code={"repo": str(paths.code_repo) if revisions else None,
               "final_commit": final_commit, "revisions": revisions},
-        llm=llm, cost_usd=cost, integrity=integrity,
+        llm=llm, cost_usd=cost,
+        grading_usage=run.grading_usage if run else None, integrity=integrity,
         failures=failures_of(items, events, run, paths.agent_log),
         timeline=timeline,
         files={name: str(path) for name, path in _files(paths).items() if path.exists()},

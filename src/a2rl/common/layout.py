@@ -3,6 +3,7 @@
 results/
   prepared/{task}/            train data (agent-visible) and sealed/ splits (never in a workspace)
   cache/baseline/{key}.json   baseline scores, keyed by (task, model hash, test split hash)
+  cache/tasks/{task}/         a task's own grading cache (e.g. judge verdicts, judge.sqlite)
   runs/{task}/{agent}/{driver}/seed{seed}/
       workspace/              what the agent sees (description.md, data/, base_model/, code/,
                               output/, scores.json)
@@ -10,6 +11,7 @@ results/
       ledger.jsonl events.jsonl agent.log final.json summary.md summary.json
       llm_calls.jsonl transcript.jsonl agent/   LLM calls (a2rl.llm.proxy), the agent CLI's
                               transcript
+      judge_calls.jsonl       calls of an API judge while grading (never the agent's spending)
       code.git/               the agent's code at each submission and at the end
                               (a2rl.grading.recording)
       integrity.json          contamination and tamper checks (a2rl.analysis.integrity)
@@ -127,6 +129,11 @@ class RunPaths:
         return self.root / "llm_calls.jsonl"
 
     @property
+    def judge_calls(self) -> Path:
+        """One line per call the grader made to an API judge (a2rl.llm.proxy format)."""
+        return self.root / "judge_calls.jsonl"
+
+    @property
     def transcript(self) -> Path:
         """The agent CLI's own structured transcript, as JSON lines (a2rl.llm.stacks)."""
         return self.root / "transcript.jsonl"
@@ -156,6 +163,9 @@ class Layout:
 
     def baseline_cache(self, key: str) -> Path:
         return self.results / "cache" / "baseline" / f"{key}.json"
+
+    def task_cache(self, task: str) -> Path:
+        return self.results / "cache" / "tasks" / task
 
     def run(self, task: str, agent: str, driver: str, seed: int | str) -> RunPaths:
         return RunPaths(self.results / "runs" / cell_path(task, agent, driver, seed))

@@ -140,7 +140,8 @@ class LedgerEntry(Codec):
     stderr: Number | None = recorded(ANSWER, written_if="valid", default=None)
     n: int | None = recorded(ANSWER, written_if="valid", default=None)
     split: str | None = recorded(ANSWER, written_if="valid", default=None)  # test | validation
-    artifact_hash: str | None = recorded(ANSWER, written_if="valid", default=None)
+    # a valid entry's artifact, or the one a judge_failed entry could not grade
+    artifact_hash: str | None = recorded(ANSWER, written_if="artifact_hash", default=None)
     equals_base: bool | None = recorded(ANSWER, written_if="valid", default=None)
     time: str = recorded(MIRROR)  # UTC, ISO 8601
     model_path: Any = recorded(MIRROR)  # as the agent sent it (any JSON scalar when rejected)
@@ -150,13 +151,23 @@ class LedgerEntry(Codec):
     eval_seconds: Number | None = recorded(written_if="valid", default=None)
     artifact_bytes: int | None = recorded(written_if="valid", default=None)
     code_commit: str | None = recorded(written_if="valid", default=None)  # agent code at submit
+    # what grading cost outside the model (a judge's calls, tokens, USD), never the agent's
+    grading_usage: dict[str, Any] | None = recorded(written_if="grading_usage", default=None)
+    # judge_failed: grading failed for a reason outside the submission (a judge outage); an
+    # infrastructure failure, not the agent's, and the submission is not used up
+    status: Literal["judge_failed"] | None = recorded(written_if="status", default=None)
 
     def __post_init__(self) -> None:
         if self.valid and (self.score is None or self.artifact_hash is None):
             raise ValueError("a valid submission needs a score and an artifact_hash")
+        if self.valid and self.status is not None:
+            raise ValueError(f"a valid submission has no status {self.status!r}")
         if not self.valid:
             scored = [f.name for f in fields(self)
-                      if f.metadata["written_if"] == "valid" and getattr(self, f.name) is not None]
+                      if f.metadata["written_if"] in ("valid", "grading_usage")
+                      and getattr(self, f.name) is not None]
+            if self.artifact_hash is not None and self.status != "judge_failed":
+                scored.append("artifact_hash (only a judge_failed one has)")
             if scored:
                 raise ValueError(f"a rejected submission has no {', '.join(scored)}")
 
@@ -214,6 +225,8 @@ class RunRecord(CellRecord):
     # a driver's recording proxy (a2rl.llm.proxy)
     driver_model: str | None = recorded(written_if="driver_model", default=None)
     llm: dict[str, Any] | None = recorded(written_if="driver_model", default=None)  # llm_totals
+    # what grading cost (a judge's calls; a2rl.pipeline.runner.grading_totals), apart from llm
+    grading_usage: dict[str, Any] | None = recorded(written_if="grading_usage", default=None)
 
 
 @dataclass(frozen=True, kw_only=True, config=STRICT)
@@ -269,6 +282,7 @@ class SubmissionItem(Codec):
     artifact_bytes: int | None
     equals_base: bool | None
     code_commit: str | None
+    status: str | None  # judge_failed: grading's failure, not the agent's
     parent: str | None  # "base", "submission-<id>" or None (a2rl.grading.recording)
     methods: list[str]
 
@@ -339,6 +353,8 @@ class RunSummary(CellRecord):
     code: dict[str, Any]  # {"repo", "final_commit", "revisions"} (a2rl.grading.recording)
     llm: dict[str, Any] | None  # a2rl.llm.proxy.llm_totals plus latency_s
     cost_usd: Number | None
+    # what grading cost (a judge's calls; run.json's), never part of the agent's cost_usd
+    grading_usage: dict[str, Any] | None = None
     integrity: dict[str, Any] | None  # a2rl.analysis.integrity.check_run
     failures: list[dict[str, Any]]  # {"kind", "message", "elapsed_s", "excerpt"}
     timeline: list[dict[str, Any]]  # events.jsonl

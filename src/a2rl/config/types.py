@@ -300,7 +300,7 @@ class GridConfig:
     seeds: list[int] = field(default_factory=lambda: [0], metadata={
         "help": "Seeds; every (task, agent, driver) runs once per seed."})
     reference_agents: list[str] = field(
-        default_factory=lambda: ["noop", "sft", "grpo", "sft_grpo"], metadata={
+        default_factory=lambda: ["noop", "sft", "dpo", "grpo", "sft_grpo"], metadata={
             "help": "Agents that need no LLM: they run with driver none only, whatever "
                     "drivers says."})
     agent_tasks: dict[str, list[str]] = field(default_factory=dict, metadata={

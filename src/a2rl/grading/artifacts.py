@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 import uuid
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Optional
 
+from a2rl.common.clock import BudgetClock
 from a2rl.models.hf_folder import content_hash
 from a2rl.models.submission import InvalidSubmission, materialize_submission
+from a2rl.task.base import GradingUnavailable
 
 MAX_LINK_HOPS = 40
 # evaluate(model_dir) -> EvalResult-like object with .score .stderr .n (a2rl.task.base)
@@ -96,19 +97,28 @@ def stored_artifact(store: Path, digest: str) -> Path:
     return Path(store) / digest / "artifact"
 
 
-def score_artifact(artifact: Path, base_model: Path, evaluate: Evaluator) -> tuple[Any, float]:
+def score_artifact(artifact: Path, base_model: Path, evaluate: Evaluator,
+                   clock: Optional[BudgetClock] = None) -> tuple[Any, float]:
     """Materialize a stored artifact into a model folder beside it (an adapter merged into the
     base, a missing tokenizer taken from it) and evaluate that; returns the result and the
-    seconds the evaluation alone took. A submission that cannot be used or evaluated raises
-    InvalidSubmission; a missing base model (the harness's fault) raises FileNotFoundError."""
+    seconds the evaluation alone took, booked on ``clock`` (the agent's budget) when given.
+    A submission that cannot be used or evaluated raises InvalidSubmission (its time is the
+    agent's); GradingUnavailable (a judge outage: not the submission's fault) passes through
+    with its time given back; a missing base model (the harness's fault) raises
+    FileNotFoundError."""
     model_dir = materialize_submission(artifact, base_model, Path(artifact).parent / "model")
-    started = time.monotonic()
+    clock = clock or BudgetClock(0)
+    clock.begin_eval()
     try:
         result = evaluate(model_dir)
+    except GradingUnavailable:
+        clock.end_eval("excused")
+        raise
     except Exception as err:
+        clock.end_eval("charged")
         raise InvalidSubmission(f"the model could not be evaluated: "
                                 f"{type(err).__name__}: {err}") from err
-    return result, time.monotonic() - started
+    return result, clock.end_eval("eval")
 
 
 def copy_artifact(resolver: WorkspaceResolver, src: Path, store: Path,

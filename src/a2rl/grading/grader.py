@@ -35,6 +35,16 @@ from a2rl.grading.ledger import Ledger
 from a2rl.grading.recording import CodeRecorder
 from a2rl.llm.loopback import LoopbackServer, Served
 from a2rl.models.submission import InvalidSubmission
+from a2rl.task.base import GradingUnavailable
+
+
+class GradingFailed(RuntimeError):
+    """The evaluator raised GradingUnavailable (e.g. the judge is down): recorded as
+    ``judge_failed``, with the hash of the stored artifact it could not grade."""
+
+    def __init__(self, message: str, artifact_hash: str):
+        super().__init__(message)
+        self.artifact_hash = artifact_hash
 
 
 @dataclass
@@ -104,6 +114,10 @@ class GradingService:
             except InvalidSubmission as err:
                 status = getattr(err, "status", 422)
                 return status, self._reject(model_path, str(err), status)
+            except GradingFailed as err:
+                return 503, self._reject(model_path, f"grading failed (not your submission's "
+                                                     f"fault; it does not count): {err}", 503,
+                                         judge_failed=err.artifact_hash)
             except Exception as err:  # a harness fault must not take the server down
                 return 500, self._reject(model_path, f"internal grader error: "
                                                      f"{type(err).__name__}: {err}", 500)
@@ -126,10 +140,16 @@ class GradingService:
         if digest == self.settings.base_hash and self.settings.base_scored:
             return self._record(model_path, digest, self.settings.base_scored, cached=True,
                                 extra=extra)
-        result, seconds = score_artifact(artifact, self.base_model, self.evaluate)
-        self.clock.add_eval_time(seconds)
+        try:
+            result, seconds = score_artifact(artifact, self.base_model, self.evaluate,
+                                             self.clock)
+        except GradingUnavailable as err:
+            raise GradingFailed(str(err), digest) from err
         scored = {"score": round(result.score, 4), "stderr": round(result.stderr, 4),
                   "n": result.n, "eval_seconds": round(seconds, 3)}
+        usage = getattr(result, "usage", None)
+        if usage:  # a judge's calls and cost, kept apart from the agent's LLM spending
+            extra = extra | {"grading_usage": dict(usage)}
         answer = self._record(model_path, digest, scored, cached=False, extra=extra)
         self._keep_details(answer["submission_id"], digest, result)
         return answer
@@ -188,15 +208,23 @@ class GradingService:
         return entry.shown_in(ANSWER) | {"submissions_left": self.submissions_left(),
                                          "time_left_s": round(self.clock.time_left(), 1)}
 
-    def _reject(self, model_path: object, message: str, status: int) -> dict[str, Any]:
+    def _reject(self, model_path: object, message: str, status: int,
+                judge_failed: Optional[str] = None) -> dict[str, Any]:
+        """Record an unscored submission. ``judge_failed`` (the artifact's hash) marks a
+        grading infrastructure failure (like every invalid entry, it does not use up a
+        submission)."""
         shown = model_path if isinstance(model_path, (str, int, float, type(None))) \
             else repr(model_path)[:200]
+        failure = {"status": "judge_failed", "artifact_hash": judge_failed} if judge_failed \
+            else {}
         entry = self.ledger.append(model_path=shown, valid=False, error=message,
-                                   status_code=status, elapsed_s=round(self.clock.elapsed(), 3))
+                                   status_code=status, elapsed_s=round(self.clock.elapsed(), 3),
+                                   **failure)
         self._after(entry)
         return {"error": message, "submission_id": entry.submission_id,
                 "submissions_left": self.submissions_left(),
-                "time_left_s": round(self.clock.time_left(), 1)}
+                "time_left_s": round(self.clock.time_left(), 1)} | (
+                    {"status": entry.status} if entry.status else {})
 
     def _after(self, entry: LedgerEntry) -> None:
         if self.mirror is not None:

@@ -10,6 +10,7 @@
     a2rl doctor [--json] [grid=NAME] [OVERRIDES...]
                                             can this machine run the grid? (a2rl.pipeline.doctor)
     a2rl score TASK --replies FILE          score replies without a model (a2rl.grading.score)
+    a2rl score TASK ARGS...                 the task's own scorer, e.g. alpacaeval --annotations
     a2rl submit PATH | a2rl status          inside a workspace: talk to this run's grader
 
 OVERRIDES are Hydra's (``task=gsm8k budget=ci task.params.test_size=50``); see conf/.
@@ -64,6 +65,9 @@ commands:
   score TASK --replies FILE [OVERRIDES...]
                                    score JSONL replies ({{"id"|"item", "reply"}}) as the
                                    grader does, one JSON line each (see a2rl.grading.score)
+  score TASK ARGS...               a task's own scorer (a2rl_tasks.<task>.score), e.g.
+                                   alpacaeval --annotations FILE: AlpacaEval 2.0's metrics of
+                                   alpaca_eval judge annotations, as one JSON object
   submit PATH                      (in a workspace) submit a model folder to the grader
   status                           (in a workspace) the grader's view of this run
 

@@ -279,6 +279,9 @@ def plan_cell(cfg: RunConfig, rates: Rates, tokenizer,
         return CellPlan(name, budget, min(first, budget - settings.reserve_s),
                         f"first submission after a GRPO round of {iters} iterations of "
                         f"~{seconds:.0f}s (estimated; fewer if they do not fit)", budget)
+    if cfg.agent.name == "dpo":  # sampling + DPO rounds: no step-time model of them yet
+        return CellPlan(name, budget, None, "DPO rounds until the budget ends (sampling and "
+                        "steps not predicted)", budget)
     if cfg.agent.name not in ("sft", "sft_grpo"):
         verdict = ("submits the base model at once" if cfg.agent.name == "noop" else
                    "not a reference agent: its plan is the LLM's own")

@@ -17,7 +17,7 @@ from a2rl.common.events import EventLog
 from a2rl.common.files import read_json, utc_now
 from a2rl.common.hardware import AGENT_DEVICE, describe, one_line, resolve_precision
 from a2rl.common.layout import RunPaths
-from a2rl.common.records import RunRecord
+from a2rl.common.records import LedgerEntry, RunRecord
 from a2rl.config.types import RunConfig
 from a2rl.grading.grader import GraderSettings, GradingServer, GradingService
 from a2rl.grading.ledger import Ledger
@@ -133,13 +133,14 @@ def execute(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pat
                         link_model=cfg.sandbox == "bwrap")
     if cfg.sandbox == "none":
         (run.workspace.parent / "home").mkdir(exist_ok=True)
+    task.grading_calls = run.judge_calls  # an API judge logs here, apart from llm_calls
     service = grading_service(cell, task, split, base_model, baseline)
     started = utc_now()
     try:
         outcome, proxy = serve_and_run_agent(cell, service, description)
     finally:
         shutil.rmtree(cell.grader_dir, ignore_errors=True)
-    record = run_record(cell, started, outcome, proxy, len(service.ledger.entries))
+    record = run_record(cell, started, outcome, proxy, service.ledger.entries)
     RunRecord(**record).save(run.run_json)  # checked: a malformed run.json is never written
     return record
 
@@ -241,8 +242,9 @@ def run_in_sandbox(cell: Cell, command: list[str], env: dict[str, str],
 
 
 def run_record(cell: Cell, started: str, outcome: ProcessOutcome, proxy: Optional[LLMProxy],
-               submissions: int) -> dict[str, Any]:
-    """What run.json records: how the agent ended, and an LLM agent's stack and calls."""
+               entries: list[LedgerEntry]) -> dict[str, Any]:
+    """What run.json records: how the agent ended, an LLM agent's stack and calls, and what
+    grading cost (a judge's calls)."""
     cfg, run = cell.cfg, cell.run
     llm_exhausted = proxy is not None and proxy.exhausted
     status = ("llm_budget_exhausted" if llm_exhausted else
@@ -253,13 +255,31 @@ def run_record(cell: Cell, started: str, outcome: ProcessOutcome, proxy: Optiona
               "agent_seconds": round(outcome.seconds, 3), "exit_code": outcome.exit_code,
               "status": status, "time_limit_s": cfg.budget.time_limit_s,
               "sandbox": cfg.sandbox, "feedback": cell.split_name,
-              "submissions": submissions, "hardware": cell.hardware}
+              "submissions": len(entries), "hardware": cell.hardware}
     if cell.stack_run is not None:
         record |= cell.stack_run.finish(run) | {"stack": cfg.agent.stack,
                                                 "stack_version": cfg.agent.version}
     if proxy is not None:
         record |= {"driver_model": proxy.settings.model, "llm": llm_totals(run.root)}
+    grading = grading_totals(entries)
+    if grading:
+        record["grading_usage"] = grading
     return record
+
+
+def grading_totals(entries: list[LedgerEntry]) -> dict[str, Any]:
+    """Sum of what grading cost (a judge's calls, tokens, USD) over the ledger, and how many
+    submissions a grading failure (judge_failed) left unscored; {} when grading cost nothing
+    countable (no judge)."""
+    totals: dict[str, Any] = {}
+    for entry in entries:
+        for key, value in (entry.grading_usage or {}).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                totals[key] = round(totals.get(key, 0) + value, 6)
+    failed = sum(1 for e in entries if e.status == "judge_failed")
+    if failed:
+        totals["judge_failed_submissions"] = failed
+    return totals
 
 
 def record_final_code(recorder: CodeRecorder, events: EventLog, exit_code) -> None:

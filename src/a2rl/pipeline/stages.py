@@ -44,8 +44,11 @@ def base_model_dir(cfg: RunConfig) -> Path:
 
 
 def load_task_of(cfg: RunConfig):
+    from a2rl.pipeline.harness import PipelineHarness
     from a2rl.task.base import load_task
-    return load_task(cfg.task, Path(cfg.paths.root) / cfg.paths.data)
+    task = load_task(cfg.task, Path(cfg.paths.root) / cfg.paths.data)
+    task.harness = PipelineHarness(layout_of(cfg))
+    return task
 
 
 def prepare_task(cfg: RunConfig, reuse: bool = False) -> PreparedTaskPaths:

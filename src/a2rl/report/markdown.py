@@ -96,7 +96,7 @@ def _blocks(blocks: tuple[Line | Table, ...]) -> list[str]:
 
 def render_markdown(s: RunSummary) -> str:
     """summary.md: header, outcome, process, route, submissions, code revisions, failures,
-    integrity, LLM usage, timeline."""
+    integrity, LLM usage, grading usage, timeline."""
     integrity = integrity_view(s.integrity)
     lines = [f"# {s.task} · {s.agent} · {s.driver} · seed {s.seed}", "", _about(s), ""]
     lines += _outcome(s, _line(integrity.headline))
@@ -107,6 +107,7 @@ def render_markdown(s: RunSummary) -> str:
     lines += _failures(s)
     lines += ["", "## Integrity", ""] + _blocks(integrity.section)
     lines += _llm(s)
+    lines += _grading(s)
     lines += _timeline(s)
     return "\n".join(lines) + "\n"
 
@@ -238,6 +239,16 @@ def _llm(s: RunSummary) -> list[str]:
         [[_cell(llm["calls"]), _cell(llm["failed_calls"]), _cell(llm["input_tokens"]),
           _cell(llm["output_tokens"]), f"{llm['cost_usd']:.4f}", _fmt(llm["latency_s"], 1),
           _cell(", ".join(llm["models"]))]])
+
+
+def _grading(s: RunSummary) -> list[str]:
+    usage = s.grading_usage
+    if not usage:
+        return []
+    keys = [k for k in ("calls", "cache_hits", "retries", "input_tokens", "output_tokens",
+                        "cost_usd", "judge_failed_submissions") if k in usage]
+    return ["", "## Grading usage (the judge; not the agent's cost)", ""] + _table(
+        keys, [[_cell(usage[k]) for k in keys]])
 
 
 def _timeline(s: RunSummary) -> list[str]:
