@@ -38,8 +38,8 @@ CI_HOUSEHOLD_GAMES = 4  # conf/grid_task/ci_household.yaml: task.params.test_gam
 CI_ALPACAEVAL_ITEMS = 8  # conf/grid_task/ci_alpacaeval.yaml: task.params.test_size
 WORKSPACE_ENTRIES = {"description.md", "data", "base_model", "code", "output", "scores.json"}
 TIMEOUT_S = 600
-# the whole ci grid (three tasks, six cells, two at a time on 2 cores): about 6 min on an idle
-# machine, over 10 at a load of 8; the limit only catches a hang
+# the whole ci grid (three tasks, six cells, two at a time on 2 cores) took over 10 minutes at
+# a load average of 8; the limit only catches a hang
 GRID_TIMEOUT_S = 1800
 
 
