@@ -90,11 +90,12 @@ class BwrapCommand:
 
 
 def drop_to(uid: int) -> list[str]:
-    """The ``wrapper`` of ``BwrapCommand.run`` for a root caller: bwrap keeps only the two
-    capabilities that change uids, then setpriv makes the process ``uid`` (and gid), with no
-    supplementary groups, no capability in any set (bounding set included) and no_new_privs, so
-    nothing it executes (a setuid file included) can gain one back."""
-    return ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
+    """The ``wrapper`` of ``BwrapCommand.run`` for a root caller: bwrap keeps only the
+    capabilities that change uids and empty the bounding set, then setpriv makes the process
+    ``uid`` (and gid), with no supplementary groups, no capability in any set (bounding set
+    included) and no_new_privs, so nothing it executes (a setuid file included) gains one."""
+    return ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+            "--cap-add", "CAP_SETPCAP", "--",
             "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
             "--bounding-set=-all", "--no-new-privs", "--"]
 

@@ -150,11 +150,12 @@ class Sandbox:
                 hand_over(area, self.host_uid)
 
     def _mount(self, bwrap: BwrapCommand) -> BwrapCommand:
-        # /proc/sys read-only whoever the agent is; /dev/shm and /tmp fresh and writable by the
-        # agent's uid (a root-made bwrap folder is root's). The fresh /tmp comes before the
-        # binds: host paths under /tmp (a checkout, a venv, agent tools) must land on top of it.
+        # /proc/sys read-only whoever the agent is; /dev read-only but for a fresh /dev/shm;
+        # /dev/shm and /tmp writable by the agent's uid (a root-made bwrap folder is root's).
+        # The fresh /tmp comes before the binds: host paths under /tmp (a checkout, a venv,
+        # agent tools) must land on top of it.
         bwrap.add("--proc", "/proc").ro_bind("/proc/sys", "/proc/sys")
-        bwrap.add("--dev", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm",
+        bwrap.add("--dev", "/dev", "--remount-ro", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm",
                   "--perms", "1777", "--tmpfs", "/tmp",
                   # a root harness cannot give bwrap's folder to the agent: it may write it
                   "--perms", "0777" if self.as_root else "0700", "--dir", HOME)
@@ -170,7 +171,9 @@ class Sandbox:
         bwrap.ro_bind(self.tools, TOOLS).ro_bind(self.grader_dir, GRADER_DIR)
         for view, host in self.extra_rw.items():
             bwrap.bind(host, view)
-        return bwrap
+        # the sandbox's root folder itself: nothing to write there (under a non-root harness
+        # the agent would own it, and /dev)
+        return bwrap.add("--remount-ro", "/")
 
 
 def hand_over(root: Path, uid: int) -> None:
