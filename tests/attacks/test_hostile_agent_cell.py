@@ -93,3 +93,8 @@ def test_hostile_agent_is_refused_and_its_submission_still_counts(tmp_path, tiny
     entries = Ledger(run.ledger).entries
     assert len(entries) == 1 and entries[0].valid, entries
     assert entries[0].score == baseline["test"]["score"]  # the base model, scored as usual
+    # the harness still reads what the agent's uid owns: its code is recorded, nothing failed
+    events = [json.loads(line) for line in run.events.read_text().splitlines()]
+    kinds = [e["kind"] for e in events]
+    assert "error" not in kinds and kinds.count("code_snapshot") == 1, events
+    assert entries[0].code_commit
