@@ -328,3 +328,6 @@ report()
         assert cell.sandbox.host_uid != 0
         for area in ("code", "output"):
             assert (cell.workspace / area).stat().st_uid == cell.sandbox.host_uid
+        # another run's agent is another uid: no shared files or per-uid limits
+        other = make_cell(cell.root.parent / "other").sandbox
+        assert other.host_uid not in (0, cell.sandbox.host_uid)
