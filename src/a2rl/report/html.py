@@ -84,7 +84,7 @@ def index_page(board: pd.DataFrame, levels: pd.DataFrame, summaries: list[RunSum
     for seeds in links.values():
         seeds.sort()
     numeric_board = [i for i, c in enumerate(COLUMNS)
-                     if c in SCORE_COLUMNS or c in ("n_seeds", "cost_usd", "contaminated")]
+                     if c in SCORE_COLUMNS or c in ("n_seeds", "infra_failed", "cost_usd", "contaminated")]
     body = ["<h1>Agent² RL-Bench report</h1>",
             f"<p class=\"muted\">{len(summaries)} runs; generated {esc(generated)}. Scores are "
             "test scores of each run's selected submission (0-100); intervals are 95 % "
