@@ -3,18 +3,19 @@ summary.json (a ``RunSummary`` written by ``a2rl.analysis.summary.summarize_run`
 per (level, agent, driver) aggregated over the level's tasks.
 
 Columns: task, level, agent, driver, n_seeds (runs scored), infra_failed (runs the harness
-failed: run.json status infra_failed, left out of every score and of n_seeds), final_mean and final_std (test
-score of the selected submission over seeds; std with ddof=1, empty for one seed), ci_low and
+failed: run.json status infra_failed, left out of every score and of n_seeds), final_mean and
+final_std (test score of the selected submission over seeds; std with ddof=1, empty for one
+seed), ci_low and
 ci_high (95 % percentile-bootstrap interval of final_mean over seeds, ``BOOTSTRAP`` resamples
 with a fixed seed; empty for one seed), baseline, improvement_mean (final - baseline),
 final_best (the best seed's final score), cost_usd (mean LLM cost per run; 0 without a driver),
 contaminated (runs whose integrity check flagged contamination). Scores are on the 0-100 scale.
 Rows are sorted by task, then final_mean, best first.
 
-Level rows (level, agent, driver, n_tasks, n_runs, infra_failed, final_mean, improvement_mean, ci_low,
-ci_high, cost_usd, contaminated): means over the level's tasks of the per-task means, so every
-task weighs the same whatever its seed count; the interval is a stratified bootstrap of
-improvement_mean (seeds resampled within each task).
+Level rows (level, agent, driver, n_tasks, n_runs, infra_failed, final_mean, improvement_mean,
+ci_low, ci_high, cost_usd, contaminated): means over the level's tasks of the per-task means,
+so every task weighs the same whatever its seed count; the interval is a stratified bootstrap
+of improvement_mean (seeds resampled within each task); n_runs counts scored runs only.
 
 Written to results/leaderboard.csv, leaderboard_levels.csv, leaderboard.md and leaderboard.json
 (nested ``{task: {agent: {driver: {column: value}}}}`` plus ``{"levels": {level: {agent:
@@ -41,13 +42,13 @@ from a2rl.config.types import RunConfig
 log = logging.getLogger(__name__)
 
 KEYS = ["task", "level", "agent", "driver"]
-COLUMNS = [*KEYS, "n_seeds", "infra_failed", "final_mean", "final_std", "ci_low", "ci_high", "baseline",
-           "improvement_mean", "final_best", "cost_usd", "contaminated"]
+COLUMNS = [*KEYS, "n_seeds", "infra_failed", "final_mean", "final_std", "ci_low", "ci_high",
+           "baseline", "improvement_mean", "final_best", "cost_usd", "contaminated"]
 SCORE_COLUMNS = ["final_mean", "final_std", "ci_low", "ci_high", "baseline", "improvement_mean",
                  "final_best"]
 LEVEL_KEYS = ["level", "agent", "driver"]
-LEVEL_COLUMNS = [*LEVEL_KEYS, "n_tasks", "n_runs", "infra_failed", "final_mean", "improvement_mean", "ci_low",
-                 "ci_high", "cost_usd", "contaminated"]
+LEVEL_COLUMNS = [*LEVEL_KEYS, "n_tasks", "n_runs", "infra_failed", "final_mean",
+                 "improvement_mean", "ci_low", "ci_high", "cost_usd", "contaminated"]
 BOOTSTRAP = 10_000
 CONFIDENCE = 0.95
 SEED = 0
