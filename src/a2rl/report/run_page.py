@@ -86,6 +86,7 @@ def run_page(s: RunSummary, run: RunPaths, plot: str) -> str:
             f"the baseline and the time limit.</figcaption></figure>",
             "<h2 id=\"process\">Process</h2>", _process(s),
             "<h2 id=\"route\">Route</h2>", *_route_section(s),
+            *_transcript(run),
             "<h2 id=\"submissions\">Submissions</h2>", _submissions(s),
             "<h2 id=\"code\">Code revisions</h2>", code_revision_sections(s, run.code_repo),
             "<h2 id=\"failures\">Failures</h2>", _failures(s),
@@ -102,11 +103,16 @@ def run_page(s: RunSummary, run: RunPaths, plot: str) -> str:
     if narrative.exists():
         body += ["<h2 id=\"narrative\">Narrative (LLM-written)</h2>",
                  f"<pre>{esc(narrative.read_text(errors='replace'))}</pre>"]
-    entries = run_timeline(run, load_stack(run))
-    if entries is not None:  # an LLM agent's run: what it said and did, in order
-        body += ["<h2 id=\"transcript\">Transcript</h2>", transcript_section(entries)]
     body += ["<h2 id=\"timeline\">Timeline</h2>", _timeline(s)]
     return page(title, "\n".join(body), depth=1)
+
+
+def _transcript(run: RunPaths) -> list[str]:
+    """An LLM agent's transcript viewer (nothing for a script agent)."""
+    entries = run_timeline(run, load_stack(run))
+    if entries is None:
+        return []
+    return ["<h2 id=\"transcript\">Transcript</h2>", transcript_section(entries)]
 
 
 def _outcome(s: RunSummary, integrity: IntegrityView) -> str:

@@ -12,37 +12,41 @@ from a2rl.analysis.transcripts.timeline import Entry
 from a2rl.report.html_parts import esc, fmt
 
 MAX_MESSAGE_CHARS = 6000  # a message longer than this folds after its start
+MAX_COMMAND_LINES = 4  # a longer command shows these and folds the rest
+CHUNK = 25  # entries per block the browser skips laying out while it is off screen
 
 CSS = """
 .tv-controls { position: sticky; top: 0; background: #fff; padding: 0.5em 0; z-index: 1;
   border-bottom: 1px solid #ddd; display: flex; gap: 1em; align-items: center;
   flex-wrap: wrap; }
 .tv-controls input[type=search] { width: 22em; padding: 3px 6px; }
-ol.tv { list-style: none; padding: 0; margin: 0.5em 0; font-size: 0.9em; }
-ol.tv > li { content-visibility: auto; contain-intrinsic-size: auto 2.6em;
-  border-left: 4px solid #d0d7de; padding: 3px 8px; margin: 3px 0; }
-ol.tv > li.message { border-color: #8fb8e8; } ol.tv > li.command { border-color: #adb5bd; }
-ol.tv > li.submission { border-color: #1b7f3b; background: #f3fbf5; }
-ol.tv > li.event { border-color: #c8a400; } ol.tv > li.err { border-color: #b00020;
+.tv { font-size: 0.9em; margin: 0.5em 0; }
+.tv > ol { list-style: none; padding: 0; margin: 0; content-visibility: auto;
+  contain-intrinsic-size: auto 1200px; }
+.tv li { border-left: 4px solid #d0d7de; padding: 3px 8px; margin: 3px 0; }
+.tv li.message { border-color: #8fb8e8; } .tv li.command { border-color: #adb5bd; }
+.tv li.submission { border-color: #1b7f3b; background: #f3fbf5; }
+.tv li.event { border-color: #c8a400; } .tv li.err { border-color: #b00020;
   background: #fff5f5; }
-ol.tv .t { color: #666; font-variant-numeric: tabular-nums; display: inline-block;
-  min-width: 5.5em; } ol.tv .who { font-weight: bold; margin-right: 0.4em; }
-ol.tv pre { margin: 0.3em 0; max-height: 30em; overflow: auto; white-space: pre-wrap; }
-ol.tv .msg { white-space: pre-wrap; } ol.tv.only-errors > li:not(.err),
-ol.tv.only-submissions > li:not(.submission), ol.tv > li.hidden { display: none; }
+.tv .t { color: #666; font-variant-numeric: tabular-nums; display: inline-block;
+  min-width: 5.5em; } .tv .who { font-weight: bold; margin-right: 0.4em; }
+.tv pre { margin: 0.3em 0; max-height: 30em; overflow: auto; white-space: pre-wrap; }
+.tv .msg, .tv code { white-space: pre-wrap; } .tv.only-errors li:not(.err),
+.tv.only-submissions li:not(.submission), .tv li.hidden { display: none; }
 """
 
 SCRIPT = """
 (function () {
   var list = document.getElementById('tv'), query = document.getElementById('tv-q'),
       count = document.getElementById('tv-count');
-  var rows = Array.prototype.slice.call(list.children);
-  var commands = rows.map(function (li) {
-    var code = li.classList.contains('command') ? li.querySelector('code') : null;
-    return code ? code.textContent.toLowerCase() : null; });
+  var rows = Array.prototype.slice.call(list.querySelectorAll('li'));
+  var commands = rows.map(function (li) {  // a command's whole text, folded lines too
+    if (!li.classList.contains('command')) return null;
+    return Array.prototype.map.call(li.querySelectorAll('code'), function (c) {
+      return c.textContent; }).join(' ').toLowerCase(); });
   function apply() {
     var mode = document.querySelector('input[name=tv-filter]:checked').value;
-    list.className = 'tv' + (mode === 'all' ? '' : ' only-' + mode);
+    list.className = 'tv' + (mode === 'all' ? '' : ' only-' + mode);  // CSS hides the rest
     var q = query.value.trim().toLowerCase(), shown = 0;
     for (var i = 0; i < rows.length; i++) {
       var hide = q !== '' && (commands[i] === null || commands[i].indexOf(q) < 0);
@@ -93,11 +97,17 @@ def _message(entry: Entry) -> str:
 def _command(entry: Entry) -> str:
     d = entry.details
     output = d.get("output")
-    status = ("exit ?" if d.get("exit_code") is None else f"exit {d['exit_code']}")
-    if entry.error and d.get("exit_code") is None:
-        status = "failed"
+    status = (f"exit {d['exit_code']}" if d.get("exit_code") is not None else
+              "failed" if entry.error else "done")
     label = "$" if d.get("shell") else esc(d.get("tool"))
-    head = f'{_time(entry)}<span class="who">{label}</span><code>{esc(entry.text)}</code>'
+    lines = entry.text.splitlines() or [""]
+    if len(lines) > MAX_COMMAND_LINES:  # a heredoc: its first lines, the rest folded
+        shown = (f"<code>{esc(chr(10).join(lines[:MAX_COMMAND_LINES]))}</code><details>"
+                 f"<summary>{len(lines) - MAX_COMMAND_LINES} more lines</summary>"
+                 f"<code>{esc(chr(10).join(lines[MAX_COMMAND_LINES:]))}</code></details>")
+    else:
+        shown = f"<code>{esc(entry.text)}</code>"
+    head = f'{_time(entry)}<span class="who">{label}</span>{shown}'
     if output is None:
         return head + ' <span class="muted">(no result)</span>'
     size = f"{len(output):,} characters" + (", cut" if d.get("truncated") else "")
@@ -131,8 +141,11 @@ def transcript_section(entries: list[Entry]) -> str:
     """The viewer's HTML: controls, the ordered list, its style and script."""
     counts = {k: sum(1 for e in entries if e.kind == k) for k in RENDER}
     errors = sum(1 for e in entries if e.error)
-    rows = "\n".join(f'<li class="{e.kind}{" err" if e.error else ""}">{RENDER[e.kind](e)}</li>'
-                     for e in entries)
+    items = [f'<li class="{e.kind}{" err" if e.error else ""}">{RENDER[e.kind](e)}</li>'
+             for e in entries]
+    # rows in chunks that the browser lays out only near the screen (content-visibility)
+    rows = "\n".join("<ol>" + "".join(items[i:i + CHUNK]) + "</ol>"
+                     for i in range(0, len(items), CHUNK))
     radios = "".join(
         f'<label><input type="radio" name="tv-filter" value="{value}"'
         f'{" checked" if value == "all" else ""}> {label}</label>'
@@ -145,4 +158,4 @@ def transcript_section(entries: list[Entry]) -> str:
             f'<div class="tv-controls">{radios}'
             f'<input type="search" id="tv-q" placeholder="commands matching…" '
             f'aria-label="commands matching"><span class="muted" id="tv-count"></span></div>'
-            f'<ol class="tv" id="tv">\n{rows}\n</ol><script>{SCRIPT}</script>')
+            f'<div class="tv" id="tv">\n{rows}\n</div><script>{SCRIPT}</script>')
