@@ -20,7 +20,6 @@ pretty-printed events, read by ``openhands_events``).
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -32,6 +31,7 @@ from a2rl.analysis.transcripts.schema import (
     Transcript,
     TranscriptError,
     Turn,
+    seconds,
 )
 
 __all__ = ["MAX_OUTPUT", "NORMALISERS", "ToolCall", "ToolResult", "Transcript",
@@ -75,15 +75,6 @@ def normalise(stack: str, path: Path, calls: Optional[list[dict]] = None) -> Tra
     return transcript
 
 
-def _seconds(time: Optional[str]) -> Optional[float]:
-    if not time:
-        return None
-    try:
-        return datetime.fromisoformat(time.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def link_llm_calls(turns: list[Turn], calls: list[dict], slack_s: float = 0.0) -> None:
     """Set each assistant turn's ``llm_call`` to the proxy record that answered it, in order:
     the next successful call with the same input tokens when the CLI reports them, else the
@@ -99,10 +90,10 @@ def link_llm_calls(turns: list[Turn], calls: list[dict], slack_s: float = 0.0) -
         if turn.input_tokens is not None:
             chosen = next((i for i, c in enumerate(rest)
                            if c.get("input_tokens") == turn.input_tokens), None)
-        at = _seconds(turn.time)
+        at = seconds(turn.time)
         if chosen is None and at is not None:
             started = [i for i, c in enumerate(rest)
-                       if (_seconds(c.get("time")) or 0) - (c.get("latency_s") or 0)
+                       if (seconds(c.get("time")) or 0) - (c.get("latency_s") or 0)
                        <= at + slack_s]
             chosen = started[-1] if started else None
         chosen = 0 if chosen is None else chosen

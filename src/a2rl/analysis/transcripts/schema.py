@@ -110,6 +110,16 @@ def iso(value: Any) -> Optional[str]:
     return str(value)
 
 
+def seconds(time: Optional[str]) -> Optional[float]:
+    """Epoch seconds of an ISO 8601 time (None when there is none or it does not parse)."""
+    if not time:
+        return None
+    try:
+        return datetime.fromisoformat(time.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
 def text_of(content: Any) -> str:
     """The text of a message content: a string or a list of text blocks."""
     if isinstance(content, str):

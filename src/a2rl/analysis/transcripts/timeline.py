@@ -11,12 +11,11 @@ time (Codex writes none) take their LLM call's, else the entry's before them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Optional
 
 from a2rl.analysis.transcripts import TranscriptError, normalise
-from a2rl.analysis.transcripts.schema import Transcript
+from a2rl.analysis.transcripts.schema import Transcript, seconds
 from a2rl.common.files import iter_jsonl
 from a2rl.common.layout import RunPaths
 from a2rl.common.records import LedgerEntry, read_ledger
@@ -34,15 +33,6 @@ class Entry:
     error: bool = False
     elapsed_s: Optional[float] = None
     details: dict[str, Any] = field(default_factory=dict)
-
-
-def seconds(time: Optional[str]) -> Optional[float]:
-    if not time:
-        return None
-    try:
-        return datetime.fromisoformat(time.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def transcript_entries(transcript: Transcript, calls: dict[int, dict]) -> list[Entry]:
