@@ -115,6 +115,14 @@ def open_beneath(dirfd: int, path: str, flags: int) -> int:
     return _open_by_components(dirfd, path, flags)
 
 
+def read_link(dirfd: int, name: str, rel: str) -> str:
+    """The target of the link ``name`` in the folder ``dirfd`` (its text; nothing followed)."""
+    try:
+        return os.readlink(name, dir_fd=dirfd)
+    except OSError as err:
+        raise refusal(err, rel) from None
+
+
 def kind_of(mode: int) -> str:
     for test, name in ((stat.S_ISREG, "file"), (stat.S_ISDIR, "folder"),
                        (stat.S_ISLNK, "symbolic link"), (stat.S_ISFIFO, "FIFO (named pipe)"),
@@ -133,6 +141,8 @@ def refusal(err: OSError, rel: str) -> Refused:
     if err.errno in (errno.ELOOP, errno.EXDEV):
         return Refused(f"{where} is or became a symbolic link while it was read (links are "
                        "only followed inside the workspace, and not while they change)", 403)
+    if err.errno == errno.EINVAL:  # readlink on what stopped being a link
+        return Refused(f"{where} changed while it was read", 409)
     if err.errno == errno.ENOTDIR:
         return Refused(f"{where} is not a folder", 400)
     if err.errno in (errno.EACCES, errno.EPERM):
@@ -161,19 +171,25 @@ class TreeReader:
             raise Refused(f"{shown(rel)} is nested more than {self.limits.max_depth} folders "
                           "deep", 413)
         names = []
-        with os.scandir(dirfd) as it:
-            for entry in it:
-                self.entries += 1
-                if self.entries > self.limits.max_entries:
-                    raise Refused(f"more than {self.limits.max_entries} files and folders "
-                                  f"(stopped in {shown(rel) or '.'})", 413)
-                names.append(entry.name)
+        try:
+            with os.scandir(dirfd) as it:
+                for entry in it:
+                    self.entries += 1
+                    if self.entries > self.limits.max_entries:
+                        raise Refused(f"more than {self.limits.max_entries} files and folders "
+                                      f"(stopped in {shown(rel) or '.'})", 413)
+                    names.append(entry.name)
+        except OSError as err:
+            raise refusal(err, rel) from None
         for name in sorted(names):
             self.check_time(rel)
             try:
-                yield name, os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+                info = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
             except FileNotFoundError:
                 continue  # removed meanwhile
+            except OSError as err:
+                raise refusal(err, f"{rel}/{name}") from None
+            yield name, info
 
     def open_entry(self, dirfd: int, name: str, rel: str, mode: int) -> tuple[int, os.stat_result]:
         """Open a folder or regular file (``mode`` from its lstat) without following a link

@@ -22,6 +22,7 @@ from a2rl.common.beneath import (
     Refused,
     TreeReader,
     open_beneath,
+    read_link,
     refusal,
     shown,
 )
@@ -111,9 +112,14 @@ class WorkspaceResolver:
                     info = os.stat(part, dir_fd=current, follow_symlinks=False)
                 except (FileNotFoundError, NotADirectoryError):
                     return None  # opening it says what is missing
+                except OSError as err:
+                    raise _rejected(refusal(err, "/".join(parts[:i + 1]))) from None
                 if stat.S_ISLNK(info.st_mode):
-                    return (PurePosixPath(*parts[:i + 1]), os.readlink(part, dir_fd=current),
-                            PurePosixPath(*parts[i + 1:]))
+                    try:
+                        target = read_link(current, part, "/".join(parts[:i + 1]))
+                    except Refused as err:
+                        raise _rejected(err) from None
+                    return (PurePosixPath(*parts[:i + 1]), target, PurePosixPath(*parts[i + 1:]))
                 if not stat.S_ISDIR(info.st_mode) or i == len(parts) - 1:
                     return None
                 try:
@@ -137,6 +143,10 @@ def resolve_submission(resolver: WorkspaceResolver, model_path: object,
         raise SubmissionRejected("model_path must be a non-empty string, e.g. \"output/ckpt-1\"")
     if "\x00" in model_path:
         raise SubmissionRejected("model_path contains a NUL byte")
+    try:
+        os.fsencode(model_path)
+    except UnicodeEncodeError:
+        raise SubmissionRejected("model_path is not a path: it holds a lone surrogate") from None
     rel = resolver.resolve(model_path.strip())
     if not resolver.inside(rel, *areas):
         raise SubmissionRejected(
@@ -238,11 +248,14 @@ class _TreeCopy:
             self.use(child, opened, entry, dest / name, depth)
 
     def link(self, fd: int, name: str, entry: PurePosixPath, dest: Path, depth: int) -> None:
-        target = os.readlink(name, dir_fd=fd)
+        target = read_link(fd, name, str(entry))
         joined = target if PurePosixPath(target).is_absolute() \
             else posixpath.join(str(entry.parent), target)
-        real = self.resolver.resolve(joined)
-        if not self.resolver.inside(real, *LINKABLE):
+        try:
+            real = self.resolver.resolve(joined)
+        except SubmissionRejected:
+            real = None  # its message would quote the link's target
+        if real is None or not self.resolver.inside(real, *LINKABLE):
             raise SubmissionRejected(f"{shown(str(entry))} is a link that leads outside the "
                                      f"workspace's {', '.join(a + '/' for a in LINKABLE)}", 403)
         parent, leaf = real.parent, real.name

@@ -29,7 +29,13 @@ from a2rl.grading.artifacts import (
     store_bytes,
 )
 from a2rl.grading.ledger import Ledger
-from a2rl.grading.limits import EvaluationTimedOut, InvalidLimiter, clipped, scrub
+from a2rl.grading.limits import (
+    EvaluationTimedOut,
+    InvalidLimiter,
+    clipped,
+    printable,
+    scrub,
+)
 from a2rl.grading.recording import CodeRecorder
 from a2rl.grading.server import GradingServer, create_app  # noqa: F401 (callers' import)
 from a2rl.models.submission import InvalidSubmission
@@ -268,7 +274,8 @@ class GradingService:
         not use up a submission. The agent's invalid ones are counted by the limiter: past
         its count they are answered but not written (no ledger line, no mirror rewrite)."""
         with self._refusals:
-            return self._refused(model_path, scrub(message, self._hidden), status, failed, spend)
+            return self._refused(model_path, printable(scrub(message, self._hidden)), status,
+                                 failed, spend)
 
     def _refused(self, model_path: object, message: str, status: int,
                  failed: Optional[tuple[str, str]], spend: bool) -> dict[str, Any]:

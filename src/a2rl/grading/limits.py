@@ -87,10 +87,17 @@ class InvalidLimiter:
         return self.recorded >= self.max_recorded
 
 
+def printable(text: str) -> str:
+    """``text`` that encodes as UTF-8: lone surrogates (a file name that is not UTF-8, a JSON
+    \\udXXX escape) written out as escapes."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def clipped(value: object) -> Any:
     """A refused request's model_path as the ledger keeps it: a short scalar as it is, a long
     string cut at SHOWN_CHARS with its length said, anything else as short JSON."""
     if isinstance(value, str):
+        value = printable(value)
         if len(value) <= SHOWN_CHARS:
             return value
         return value[:SHOWN_CHARS] + f"... ({len(value)} characters)"

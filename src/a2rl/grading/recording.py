@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from a2rl.common.beneath import Limits, Refused, TreeReader, kind_of, shown
+from a2rl.common.beneath import Limits, Refused, TreeReader, kind_of, read_link, shown
 
 MAX_FILE_BYTES = 1_000_000
 # one snapshot reads at most this much of the workspace (then it records what it read, noted)
@@ -167,7 +167,10 @@ class _Walk:
               depth: int) -> None:
         mode = info.st_mode
         if stat.S_ISLNK(mode):  # recorded as a link: its target's text, never followed
-            self.picked.append(Picked(rel, LINK_MODE, os.fsencode(os.readlink(name, dir_fd=fd))))
+            try:
+                self.picked.append(Picked(rel, LINK_MODE, os.fsencode(read_link(fd, name, rel))))
+            except Refused as err:
+                self.skip(rel, 0, str(err))
             return
         if stat.S_ISDIR(mode):
             if name not in SKIP_DIRS:
