@@ -180,11 +180,10 @@ def test_submitted_folder_swapped_for_a_link_during_the_copy(rig):
         stop.set()
         swapper.join()
     codes = {code for code, _ in answers}
-    codes = {code for code, _ in answers}
     assert codes <= {200, 400, 403, 404, 409} and 403 in codes, answers  # the swap was seen
     hashes = {body["artifact_hash"] for code, body in answers if code == 200}
     assert len(hashes) <= 1  # only the real folder's content was ever stored
-    assert rig.service.evaluate is render_template and len(rig.ledger()) == 12
+    assert len(rig.ledger()) == 12
 
 
 def test_top_level_folder_swapped_for_a_link_to_proc_self(rig):

@@ -185,7 +185,11 @@ def grading_service(cell: Cell, task: Task, split: Path, base_model: Path,
         max_submissions=cfg.budget.max_submissions, workspace=run.workspace, store=run.store,
         base_model=base_model, base_hash=baseline.get("model_hash"),
         base_scored=base_scored or None, alias=cell.sandbox.workspace_view,
-        mirror=run.scores_mirror, evals=run.evals)
+        mirror=run.scores_mirror, evals=run.evals, eval_timeout_s=cfg.budget.eval_timeout_s,
+        max_store_bytes=None if cfg.budget.max_store_gb is None
+        else int(cfg.budget.max_store_gb * 2**30),
+        max_invalid_submissions=cfg.budget.max_invalid_submissions,
+        invalid_per_minute=cfg.budget.invalid_per_minute)
     return GradingService(
         settings, evaluate=lambda model_dir: task.evaluate(model_dir, split, cfg.task.inference),
         ledger=Ledger(run.ledger), clock=cell.clock, events=cell.events,
