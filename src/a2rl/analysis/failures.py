@@ -47,7 +47,7 @@ def failures_of(items: list[SubmissionItem], events: list[dict[str, Any]],
     """``{"kind", "message", "elapsed_s", "excerpt"}`` for each thing that went wrong."""
     found = []
     for s in items:
-        if s.status == "judge_failed":  # the harness's failure, kept apart from the agent's
+        if s.status is not None:  # judge_failed, eval_timeout: the harness's failure
             found.append({"kind": "infrastructure", "message": f"submission {s.id} could not "
                           f"be graded ({s.status_code}): {s.error}",
                           "elapsed_s": s.elapsed_s, "excerpt": None})

@@ -122,6 +122,8 @@ def _nested(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------ ledger
 
+GradingFailure = Literal["judge_failed", "eval_timeout"]
+
 
 @dataclass(frozen=True, kw_only=True, config=STRICT)
 class LedgerEntry(Codec):
@@ -153,9 +155,10 @@ class LedgerEntry(Codec):
     code_commit: str | None = recorded(written_if="valid", default=None)  # agent code at submit
     # what grading cost outside the model (a judge's calls, tokens, USD), never the agent's
     grading_usage: dict[str, Any] | None = recorded(written_if="grading_usage", default=None)
-    # judge_failed: grading failed for a reason outside the submission (a judge outage); an
-    # infrastructure failure, not the agent's, and the submission is not used up
-    status: Literal["judge_failed"] | None = recorded(written_if="status", default=None)
+    # grading failed for a reason outside the submission, an infrastructure failure, not the
+    # agent's, and the submission is not used up: judge_failed (a judge outage) or
+    # eval_timeout (the evaluation ran past the budget's eval_timeout_s and was abandoned)
+    status: GradingFailure | None = recorded(written_if="status", default=None)
 
     def __post_init__(self) -> None:
         if self.valid and (self.score is None or self.artifact_hash is None):
@@ -166,8 +169,8 @@ class LedgerEntry(Codec):
             scored = [f.name for f in fields(self)
                       if f.metadata["written_if"] in ("valid", "grading_usage")
                       and getattr(self, f.name) is not None]
-            if self.artifact_hash is not None and self.status != "judge_failed":
-                scored.append("artifact_hash (only a judge_failed one has)")
+            if self.artifact_hash is not None and self.status is None:
+                scored.append("artifact_hash (only a judge_failed or eval_timeout one has)")
             if scored:
                 raise ValueError(f"a rejected submission has no {', '.join(scored)}")
 
@@ -296,7 +299,7 @@ class SubmissionItem(Codec):
     artifact_bytes: int | None
     equals_base: bool | None
     code_commit: str | None
-    status: str | None  # judge_failed: grading's failure, not the agent's
+    status: str | None  # judge_failed, eval_timeout: grading's failure, not the agent's
     parent: str | None  # "base", "submission-<id>" or None (a2rl.grading.recording)
     methods: list[str]
 

@@ -260,6 +260,19 @@ class BudgetConfig:
                 "null for no limit."})
     llm_max_usd: Optional[float] = field(default=None, metadata={
         "help": "Driver LLM spend in USD, enforced like llm_max_tokens. null for no limit."})
+    eval_timeout_s: Optional[float] = field(default=3600.0, metadata={
+        "help": "Seconds one evaluation of a submission may take; past it the grader abandons "
+                "it and records eval_timeout (not the agent's fault, not counted). null for "
+                "no limit."})
+    max_store_gb: Optional[float] = field(default=200.0, metadata={
+        "help": "GiB all stored copies of submitted artifacts may take together (the grader's "
+                "store/); past it submissions are refused. null for no quota."})
+    max_invalid_submissions: int = field(default=100, metadata={
+        "help": "Invalid submissions recorded in the ledger; further ones are refused and "
+                "only counted (no ledger line, no scores.json rewrite)."})
+    invalid_per_minute: float = field(default=30.0, metadata={
+        "help": "Invalid submissions the grader processes a minute (a burst of as many); "
+                "past it requests are refused up front with 429."})
 
     def __post_init__(self) -> None:
         require(self.time_limit_s > 0, f"budget.time_limit_s={self.time_limit_s}; expected > 0")
@@ -270,6 +283,13 @@ class BudgetConfig:
         require(self.max_submissions >= 1,
                 f"budget.max_submissions={self.max_submissions}; expected >= 1")
         require(self.kill_grace_s >= 0, f"budget.kill_grace_s={self.kill_grace_s}; expected >= 0")
+        for key in ("eval_timeout_s", "max_store_gb"):
+            value = getattr(self, key)
+            require(value is None or value > 0, f"budget.{key}={value}; expected > 0 or null")
+        require(self.max_invalid_submissions >= 1,
+                f"budget.max_invalid_submissions={self.max_invalid_submissions}; expected >= 1")
+        require(self.invalid_per_minute > 0,
+                f"budget.invalid_per_minute={self.invalid_per_minute}; expected > 0")
 
 
 @dataclass

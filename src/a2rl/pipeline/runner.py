@@ -259,7 +259,11 @@ def grading_service(cell: Cell, task: Task, split: Path, base_model: Path,
         max_submissions=cfg.budget.max_submissions, workspace=run.workspace, store=run.store,
         base_model=base_model, base_hash=baseline.get("model_hash"),
         base_scored=base_scored or None, alias=cell.sandbox.workspace_view,
-        mirror=run.scores_mirror, evals=run.evals)
+        mirror=run.scores_mirror, evals=run.evals, eval_timeout_s=cfg.budget.eval_timeout_s,
+        max_store_bytes=None if cfg.budget.max_store_gb is None
+        else int(cfg.budget.max_store_gb * 2**30),
+        max_invalid_submissions=cfg.budget.max_invalid_submissions,
+        invalid_per_minute=cfg.budget.invalid_per_minute)
     return GradingService(
         settings, evaluate=lambda model_dir: task.evaluate(model_dir, split, cfg.task.inference),
         ledger=Ledger(run.ledger), clock=cell.clock, events=cell.events,
@@ -347,16 +351,17 @@ def run_record(cell: Cell, started: str, outcome: ProcessOutcome, proxy: Optiona
 
 def grading_totals(entries: list[LedgerEntry]) -> dict[str, Any]:
     """Sum of what grading cost (a judge's calls, tokens, USD) over the ledger, and how many
-    submissions a grading failure (judge_failed) left unscored; {} when grading cost nothing
-    countable (no judge)."""
+    submissions a grading failure (judge_failed, eval_timeout) left unscored; {} when grading
+    cost nothing countable (no judge)."""
     totals: dict[str, Any] = {}
     for entry in entries:
         for key, value in (entry.grading_usage or {}).items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 totals[key] = round(totals.get(key, 0) + value, 6)
-    failed = sum(1 for e in entries if e.status == "judge_failed")
-    if failed:
-        totals["judge_failed_submissions"] = failed
+    for status in ("judge_failed", "eval_timeout"):
+        failed = sum(1 for e in entries if e.status == status)
+        if failed:
+            totals[f"{status}_submissions"] = failed
     return totals
 
 
