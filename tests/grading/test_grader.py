@@ -284,3 +284,32 @@ def test_copy_of_base_model_is_answered_with_the_baseline(run_env, tiny_model):
     code, body = service.submit("output/base")
     assert code == 200 and body["equals_base"] and body["cached"]
     assert body["score"] == 25.0 and body["improvement"] == 0 and evaluator.calls == 0
+
+
+def test_grading_infrastructure_failure_is_not_the_agents(run_env, tiny_model):
+    """An evaluator that raises GradingUnavailable (a judge or search API outage) gets 503 and
+    a ledger entry marked judge_failed; the submission is not used up, its time is not charged,
+    and the same model is evaluated again (not answered from the cache) once grading works."""
+    from a2rl.task.base import GradingUnavailable
+
+    tmp_path, ws = run_env
+    working = ForwardPassScore()
+    state = {"down": True}
+
+    def evaluator(model_dir):
+        if state["down"]:
+            time.sleep(0.3)
+            raise GradingUnavailable("the judge API answered 503 five times")
+        return working(model_dir)
+
+    clock = BudgetClock(600)
+    service = make_service(tmp_path, ws, tiny_model, evaluator, clock=clock, max_submissions=1)
+    put_model(ws, tiny_model, "a")
+    code, body = service.submit("output/a")
+    assert code == 503 and body["status"] == "judge_failed" and "not your" in body["error"]
+    entry = list(iter_jsonl(tmp_path / "run" / "ledger.jsonl"))[-1]
+    assert entry["infrastructure_failure"] and not entry["valid"] and entry["artifact_hash"]
+    assert clock._eval_s == 0 and service.submissions_left() == 1
+    state["down"] = False
+    code, body = service.submit("output/a")
+    assert code == 200 and not body["cached"] and working.calls == 1

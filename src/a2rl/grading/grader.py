@@ -35,9 +35,19 @@ from a2rl.grading.artifacts import (
 from a2rl.grading.ledger import Ledger
 from a2rl.grading.recording import CodeRecorder, artifact_bytes
 from a2rl.models.provision import InvalidSubmission, materialize_submission
+from a2rl.task.base import GradingUnavailable
 
 # evaluate(model_dir) -> EvalResult-like object with .score .stderr .n .seconds
 Evaluator = Callable[[Path], Any]
+
+
+class GradingFailed(RuntimeError):
+    """The evaluator raised GradingUnavailable (e.g. the judge is down): recorded as
+    ``judge_failed``, with what is known of the submission (``extra``)."""
+
+    def __init__(self, message: str, extra: dict[str, Any]):
+        super().__init__(message)
+        self.extra = extra
 
 
 @dataclass
@@ -101,6 +111,11 @@ class GradingService:
             except InvalidSubmission as err:
                 status = getattr(err, "status", 422)
                 return status, self._reject(model_path, str(err), status)
+            except GradingFailed as err:
+                return 503, self._reject(model_path, f"grading failed (not your submission's "
+                                                     f"fault; it does not count): {err}", 503,
+                                         extra={"status": "judge_failed",
+                                                "infrastructure_failure": True, **err.extra})
             except Exception as err:  # a harness fault must not take the server down
                 return 500, self._reject(model_path, f"internal grader error: "
                                                      f"{type(err).__name__}: {err}", 500)
@@ -127,6 +142,8 @@ class GradingService:
         started = time.monotonic()
         try:
             result = self.evaluate(model_dir)
+        except GradingUnavailable as err:  # not the agent's fault: its time is not charged
+            raise GradingFailed(str(err), extra | {"artifact_hash": digest}) from err
         except Exception as err:
             raise InvalidSubmission(f"the model could not be evaluated: "
                                     f"{type(err).__name__}: {err}") from err
@@ -195,16 +212,21 @@ class GradingService:
             "submissions_left": self.submissions_left(),
             "time_left_s": round(self.clock.time_left(), 1)}
 
-    def _reject(self, model_path: object, message: str, status: int) -> dict[str, Any]:
+    def _reject(self, model_path: object, message: str, status: int,
+                extra: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+        """Record an unscored submission. ``extra["status"]`` ``judge_failed`` marks a grading
+        infrastructure failure (like every invalid entry, it does not use up a submission)."""
         shown = model_path if isinstance(model_path, (str, int, float, type(None))) \
             else repr(model_path)[:200]
         entry = self.ledger.append({"model_path": shown, "valid": False, "error": message,
                                     "status_code": status,
-                                    "elapsed_s": round(self.clock.elapsed(), 3)})
+                                    "elapsed_s": round(self.clock.elapsed(), 3),
+                                    **(extra or {})})
         self._after(entry)
-        return {"error": message, "submission_id": entry["submission_id"],
-                "submissions_left": self.submissions_left(),
-                "time_left_s": round(self.clock.time_left(), 1)}
+        answer = {"error": message, "submission_id": entry["submission_id"],
+                  "submissions_left": self.submissions_left(),
+                  "time_left_s": round(self.clock.time_left(), 1)}
+        return answer | ({"status": entry["status"]} if "status" in entry else {})
 
     def _after(self, entry: dict[str, Any]) -> None:
         if self.mirror is not None:

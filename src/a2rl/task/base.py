@@ -20,6 +20,13 @@ class TaskNotImplemented(RuntimeError):
     """The grid names a task whose implementation does not exist yet."""
 
 
+class GradingUnavailable(RuntimeError):
+    """Grading could not be done for a reason outside the submission (a judge or search API
+    outage, a used-up judge budget, a missing key). The grader records the submission as
+    ``judge_failed`` and does not count it against the agent's submissions or clock; a stage
+    that must have a score fails."""
+
+
 @dataclass
 class EvalResult:
     """Scores of one model on one split. ``per_item`` holds each item's score in [0, 1]."""
