@@ -39,8 +39,9 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from a2rl.task.envs import Observation, PromptFormat, Step, TextEnv
     from a2rl_tasks.deepsearchqa.scoring import match_answer
+
+    from a2rl.task.envs import Observation, PromptFormat, Step, TextEnv
 except ImportError:  # inside an agent's sandbox: the copies next to this file
     from a2rl_envs import Observation, PromptFormat, Step, TextEnv
     from dsqa_scoring import match_answer
@@ -159,14 +160,15 @@ class LocalBackend(SearchBackend):
         return cls(docs, retriever)
 
     @classmethod
-    def load(cls, folder: str | Path) -> LocalBackend:
+    def load(cls, folder: str | Path, snippet_chars: int = 160) -> LocalBackend:
         import bm25s
 
         folder = Path(folder)
         if not (folder / "corpus.jsonl").is_file():
             raise FileNotFoundError(f"{folder}: no corpus.jsonl (build the index first)")
         docs = [json.loads(line) for line in (folder / "corpus.jsonl").read_text().splitlines()]
-        return cls(docs, bm25s.BM25.load(str(folder / "bm25"), show_progress=False))
+        return cls(docs, bm25s.BM25.load(str(folder / "bm25"), show_progress=False),
+                   snippet_chars)
 
     def search(self, query: str, k: int) -> list[SearchResult]:
         tokens = self._tokens([query])

@@ -28,7 +28,7 @@ import a2rl.task.envs as envs_module
 from a2rl.common.files import iter_jsonl, write_jsonl_atomic
 from a2rl.common.layout import PreparedTaskPaths
 from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
-from a2rl.task.base import EvalResult, ReplyScore, Task
+from a2rl.task.base import EvalResult, GradingUnavailable, ReplyScore, Task
 from a2rl.task.envs import ExpertPolicy, GeneratorPolicy, PromptFormat, play
 
 from . import scoring
@@ -97,7 +97,7 @@ class DeepSearchTask(Task):
         write_jsonl_atomic(out.data / "train.jsonl", demos["pairs"])
         (out.data / "README.md").write_text(self._data_readme(len(train_rows),
                                                               len(demos["pairs"])))
-        backend = LocalBackend.load(out.sealed / SEARCH_DIR)
+        backend = LocalBackend.load(out.sealed / SEARCH_DIR, p.snippet_chars)
         return {
             "source": {"kind": "world", "world_seed": p.world_seed, "test_seed": p.test_seed,
                        "train_seed": p.train_seed, "pages": len(docs),
@@ -124,7 +124,11 @@ class DeepSearchTask(Task):
                   "completion": f"answer[{r['answer']}]"} for r in train]
         write_jsonl_atomic(out.data / "train.jsonl", pairs)
         (out.data / "README.md").write_text(self._dsqa_readme(len(train)))
-        return {"source": source,
+        from .web import provider_spec, spec_dict
+
+        return {"source": source, "web": spec_dict(provider_spec(self.params.web)),
+                "judge": {"provider": self.params.judge.provider,
+                          "model": self.params.judge.model},
                 "sizes": {"train": len(train), "test": len(test), "train_pairs": len(pairs)},
                 "excluded_empty_answer": excluded,
                 "test_answer_types": dict(Counter(r["answer_type"] for r in test))}
@@ -138,7 +142,7 @@ class DeepSearchTask(Task):
         """The expert's episodes in the train questions and their step-level prompt ->
         expert-action pairs in the grader's prompt format."""
         questions = {r["id"]: r for r in rows}
-        backend = LocalBackend.load(search)
+        backend = LocalBackend.load(search, self.params.snippet_chars)
         episodes = play(list(questions), lambda: SearchEnv(questions, backend, self.settings),
                         ExpertPolicy(), self.params.max_steps, self.fmt, keep_prompts=True)
         trajectories, pairs = [], []
@@ -239,10 +243,13 @@ class DeepSearchTask(Task):
             episodes = play(list(questions), lambda: SearchEnv(questions, backend,
                                                                self.settings),
                             policy, self.params.max_steps, self.fmt)
+        except _search_unavailable() as err:  # the search API, not the model, failed
+            raise GradingUnavailable(str(err)) from err
         finally:
-            close = getattr(generator, "close", None)
-            if close:
-                close()
+            for thing in (generator, backend):
+                close = getattr(thing, "close", None)
+                if close:
+                    close()
         answers = [_answer_of(ep) for ep in episodes]
         usage: dict[str, float] = {}
         if self.params.grader == "match":
@@ -260,10 +267,11 @@ class DeepSearchTask(Task):
 
     def _backend(self, split: Path):
         if self.params.backend == "local":
-            return LocalBackend.load(split.parent / SEARCH_DIR)
+            return LocalBackend.load(split.parent / SEARCH_DIR, self.params.snippet_chars)
         from .web import WebBackend
 
-        return WebBackend.from_params(self.params.web, split.parent / CACHE_DIR)
+        return WebBackend.from_params(self.params.web, split.parent / CACHE_DIR,
+                                      self.params.snippet_chars)
 
     def _match(self, row: dict[str, Any], episode) -> scoring.Grade:
         return scoring.match_answer(row["answers"], _answer_of(episode))
@@ -363,6 +371,13 @@ def _answer_of(episode) -> str:
 def _verbs(episode) -> Counter:
     """How many actions of each kind (search, open, next, answer, invalid) the episode took."""
     return Counter(_parsed(s["action"])[0] for s in episode.steps)
+
+
+def _search_unavailable() -> type[Exception]:
+    """web.SearchUnavailable, imported only when asked (httpx and trafilatura are lazy)."""
+    from .web import SearchUnavailable
+
+    return SearchUnavailable
 
 
 class _NoBackend:

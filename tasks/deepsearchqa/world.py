@@ -268,7 +268,8 @@ class World:
     def _page_person(self, e: Entity) -> str:
         a = e.attrs
         lines = [f"{e.name} (born {a['born']} in {self.name(a['birthplace'])}) is "
-                 f"{article(a['occupation'])}. {e.name.split()[0]} studied at {self.name(a['studied'])}."]
+                 f"{article(a['occupation'])}. {e.name.split()[0]} studied at "
+                 f"{self.name(a['studied'])}."]
         for org in self.led_by(e.id):
             role = "chief executive" if org.attrs["type"] == "company" else "head"
             lines.append(f"{e.name} is the current {role} of {org.name}.")
@@ -295,8 +296,8 @@ class World:
                 lines.append("Products: " + ", ".join(f"{p.name} ({p.attrs['released']})"
                                                       for p in products) + ".")
             return " ".join(lines)
-        lines = [f"{e.name} is {article(a['type'])} {where}, founded in {a['founded']}. It is headed "
-                 f"by {self.name(a['leader'])}."]
+        lines = [f"{e.name} is {article(a['type'])} {where}, founded in {a['founded']}. It is "
+                 f"headed by {self.name(a['leader'])}."]
         if a["type"] == "university":
             alumni = sorted(p.name for p in self.where("person", studied=e.id))
             lines.append("Notable alumni: " + ", ".join(alumni) + ".")
