@@ -149,7 +149,10 @@ class LocalBackend(SearchBackend):
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        retriever = bm25s.BM25()
+        # b=0.4 (Lucene uses 0.75): a long page (a university with its alumni) is penalised
+        # less for its length, so a query naming it still ranks it above short pages that
+        # merely mention it
+        retriever = bm25s.BM25(b=0.4)
         # the title three times: a page whose title is the query outranks the many short
         # pages that only mention it (as a search engine ranks an entity's own page first)
         texts = [f"{d['title']}\n{d['title']}\n{d['title']}\n{d['text']}" for d in docs]

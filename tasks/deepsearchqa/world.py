@@ -52,7 +52,7 @@ def article(noun: str) -> str:
 class WorldSize:
     """How many entities of each kind the world has."""
 
-    countries: int = field(default=12, metadata={"help": "countries (answers of 2 templates)"})
+    countries: int = field(default=16, metadata={"help": "countries (answers of 2 templates)"})
     cities: int = field(default=48, metadata={"help": "cities, spread over the countries"})
     people: int = field(default=360, metadata={"help": "people (leaders, founders, alumni)"})
     companies: int = field(default=110, metadata={"help": "companies, 7 sectors"})
@@ -434,21 +434,28 @@ class QuestionMaker:
 def make_questions(world: World, n: int, seed: int, prefix: str,
                    avoid: set[str] | frozenset[str] = frozenset(),
                    max_tries: int = 200) -> list[Question]:
-    """``n`` distinct questions drawn from ``seed`` whose entities are not in ``avoid``; the
-    templates take turns, so each has about n / 6 questions."""
+    """``n`` distinct questions drawn from ``seed`` whose entities are not in ``avoid``. The
+    templates take turns (about n / 6 questions each); a template that yields nothing new in
+    ``max_tries`` draws in a row is used up and the others go on."""
     rng = random.Random(f"questions|{seed}")
     maker = QuestionMaker(world, rng)
     out: list[Question] = []
     seen: set[str] = set()
-    for _ in range(n * max_tries):
-        if len(out) == n:
-            return out
-        template = maker.TEMPLATES[len(out) % len(maker.TEMPLATES)]
+    live = list(maker.TEMPLATES)
+    failures = dict.fromkeys(live, 0)
+    turn = 0
+    while len(out) < n and live:
+        template = live[turn % len(live)]
         q = maker.draw(f"{prefix}-{len(out):04d}", template)
         if q is None or q.question in seen or avoid & set(q.entities):
+            failures[template] += 1
+            if failures[template] >= max_tries:
+                live.remove(template)
             continue
+        failures[template] = 0
         seen.add(q.question)
         out.append(q)
+        turn += 1
     if len(out) < n:
         raise RuntimeError(f"only {len(out)} of {n} {prefix} questions could be drawn from seed "
                            f"{seed} (avoiding {len(avoid)} entities); use a larger world or "
