@@ -18,6 +18,7 @@ generation per step; each reply's first line is the action.
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from collections import Counter
@@ -288,7 +289,9 @@ class DeepSearchTask(Task):
 
     def _result(self, rows: list[dict[str, Any]], episodes, grades: list[scoring.Grade],
                 seconds: float, usage: dict[str, float] | None = None) -> EvalResult:
-        groups = [r.get("template") or r.get("category") or "all" for r in rows]
+        # per template (world) or category (real): "Politics & Government" -> politics_government
+        groups = [re.sub(r"\W+", "_", str(r.get("template") or r.get("category") or "all"))
+                  .strip("_").lower() for r in rows]
         breakdown = scoring.summarise(grades, groups)
         types = [r["answer_type"].split()[0].lower() for r in rows]
         for kind in sorted(set(types)):

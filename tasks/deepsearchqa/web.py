@@ -105,32 +105,34 @@ class RequestCache:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        with self._connect() as db:
-            db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, kind TEXT, "
-                       "request TEXT, answer TEXT, time TEXT)")
+        self._run("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, kind TEXT, "
+                  "request TEXT, answer TEXT, time TEXT)")
 
-    def _connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.path, timeout=60)
+    def _run(self, sql: str, args: tuple = ()) -> Any:
+        """One statement in its own committed transaction; the first row it returns."""
+        with self._lock:
+            db = sqlite3.connect(self.path, timeout=60)
+            try:
+                with db:
+                    return db.execute(sql, args).fetchone()
+            finally:
+                db.close()
 
     @staticmethod
     def key(request: dict[str, Any]) -> str:
         return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
 
     def get(self, request: dict[str, Any]) -> Any:
-        with self._lock, self._connect() as db:
-            row = db.execute("SELECT answer FROM answers WHERE key = ?",
-                             (self.key(request),)).fetchone()
+        row = self._run("SELECT answer FROM answers WHERE key = ?", (self.key(request),))
         return None if row is None else json.loads(row[0])
 
     def put(self, request: dict[str, Any], answer: Any) -> None:
-        with self._lock, self._connect() as db:
-            db.execute("INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?)",
-                       (self.key(request), request["kind"], json.dumps(request, sort_keys=True),
-                        json.dumps(answer), _now()))
+        self._run("INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?)",
+                  (self.key(request), request["kind"], json.dumps(request, sort_keys=True),
+                   json.dumps(answer), _now()))
 
     def __len__(self) -> int:
-        with self._lock, self._connect() as db:
-            return db.execute("SELECT COUNT(*) FROM answers").fetchone()[0]
+        return self._run("SELECT COUNT(*) FROM answers")[0]
 
 
 def _now() -> str:

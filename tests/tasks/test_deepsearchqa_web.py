@@ -385,6 +385,7 @@ def test_real_task_evaluation_is_reproducible_from_its_caches(fake_search, fake_
     before = (fake_search.total, fake_judge.calls)
     first = task.evaluate(Path("unused"), out.test, infer)
     assert first.score == 100.0 and first.n == 5
+    assert first.breakdown["correct_other"] == 100.0  # per category, as a plain key
     # five searches, and one page fetch: every question's first result is the same page, which
     # the first reading cached
     assert first.breakdown["web_calls"] == 6 and first.breakdown["judge_calls"] == 5
