@@ -255,6 +255,18 @@ def test_agent_side_rollouts_work_from_data(prepared):
     assert result.stdout.split() == ["12", "100.0"]
 
 
+def test_descriptions_fill_the_harness_placeholders(prepared):
+    task, _, _ = prepared
+    keys = dict(time_limit_min=8, max_submissions=10, feedback="test", workspace="/workspace",
+                submit_command="a2rl submit", grader_url="unix:/g", base_model="base_model/",
+                data_dir="data")
+    assert "data/search/" in task.description().format(**keys)
+    real = load_task(TaskConfig(id="d", name="deepsearchqa", level="L3",
+                                params={"source": "dsqa", "backend": "web", "grader": "judge"}),
+                     Path("."))
+    assert "LLM judge" in real.description().format(**keys)
+
+
 def test_params_are_checked():
     with pytest.raises(ConfigError, match="unknown keys"):
         load_task(world_task(test_size=3), Path("."))
