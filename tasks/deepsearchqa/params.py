@@ -74,24 +74,14 @@ class WebParams:
 
 @dataclass
 class JudgeParams:
-    """The LLM judge of the real questions: a provider reached through a recording proxy of
-    the judge's own (a2rl.task.judging), which holds the key, prices and logs each call."""
+    """The LLM judge of the real questions: a conf/driver/ provider reached through a recording
+    proxy the harness lends (it holds the key, prices and logs each call; judge.py)."""
 
-    provider: str = field(default="gemini", metadata={
-        "help": "openai | anthropic | gemini | openai_compatible (as conf/driver/)"})
-    model: str = field(default="gemini-2.5-flash", metadata={
-        "help": "the judge model (the DeepSearchQA paper's autorater is Gemini 2.5 Flash)"})
-    base_url: str = field(default="https://generativelanguage.googleapis.com",
-                          metadata={"help": "the provider's API root"})
-    openai_base_url: str | None = field(
-        default="https://generativelanguage.googleapis.com/v1beta/openai",
-        metadata={"help": "its OpenAI-compatible endpoint, if it is not OpenAI itself"})
-    api_key_env: str | None = field(default="GEMINI_API_KEY", metadata={
-        "help": "environment variable holding the judge's key"})
-    price_in_per_mtok: float = field(default=0.3, metadata={"help": "USD per M input tokens"})
-    price_out_per_mtok: float = field(default=2.5, metadata={"help": "USD per M output tokens"})
+    driver: str = field(default="gemini_2_5_flash", metadata={
+        "help": "a conf/driver/ name (the DeepSearchQA paper's autorater is Gemini 2.5 Flash); "
+                "its key variable, model and prices are the driver's"})
     max_usd: float | None = field(default=20.0, metadata={
-        "help": "the judge's spending limit for one grading process; then grading fails"})
+        "help": "the judge's spending limit over one run's gradings; then grading fails"})
     max_tokens: int = field(default=2048, metadata={"help": "the judge's answer length"})
     retries: int = field(default=4, metadata={"help": "retries of a failed or malformed "
                                                       "answer, with exponential backoff"})

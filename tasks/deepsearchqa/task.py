@@ -34,6 +34,7 @@ from a2rl.task.envs import ExpertPolicy, GeneratorPolicy, PromptFormat, play
 
 from . import scoring
 from .params import DeepSearchParams
+from .readmes import dsqa_readme, world_readme
 from .search_env import INSTRUCTIONS, EnvSettings, LocalBackend, SearchEnv, parse_action
 
 HERE = Path(__file__).parent
@@ -55,6 +56,7 @@ class DeepSearchTask(Task):
                                 max_observation_chars=p.max_observation_chars)
         self.settings = EnvSettings(results=p.results_per_search, page_chars=p.page_chars,
                                     max_steps=p.max_steps)
+        self.judge_spent_usd = 0.0  # over this task object's evaluations (one run)
 
     # ---- data -------------------------------------------------------------------------------
 
@@ -70,19 +72,17 @@ class DeepSearchTask(Task):
                              ("dsqa_web.py", HERE / "web.py")):
             shutil.copyfile(source, out.data / name)
         out.validation.unlink(missing_ok=True)
-        return {"task": self.cfg.name, "task_id": self.cfg.id, **facts,
+        return {"task": self.cfg.package, "task_id": self.cfg.id, **facts,
                 "seconds": round(time.monotonic() - started, 1),
                 "params": self.params.to_dict()}
 
     def _prepare_world(self, out: PreparedTaskPaths) -> dict[str, Any]:
         from .policies import names_by_kind
-        from .world import World, make_questions
+        from .questions import world_questions
 
         p = self.params
-        world = World.build(p.world_seed, p.world)
-        test = make_questions(world, p.test_questions, p.test_seed, "test")
+        world, test, train = world_questions(p)
         asked = {e for q in test for e in q.entities}
-        train = make_questions(world, p.train_questions, p.train_seed, "train", avoid=asked)
         docs = [{"id": page.id, "title": page.title, "text": page.text, "kind": page.kind}
                 for page in world.pages.values()]
         for folder in (out.data / SEARCH_DIR, out.sealed / SEARCH_DIR):
@@ -96,8 +96,8 @@ class DeepSearchTask(Task):
         demos = self._demonstrations(train_rows, out.data / SEARCH_DIR)
         write_jsonl_atomic(out.data / "trajectories.jsonl", demos["trajectories"])
         write_jsonl_atomic(out.data / "train.jsonl", demos["pairs"])
-        (out.data / "README.md").write_text(self._data_readme(len(train_rows),
-                                                              len(demos["pairs"])))
+        (out.data / "README.md").write_text(world_readme(p, self.fmt, len(train_rows),
+                                                         len(demos["pairs"])))
         backend = LocalBackend.load(out.sealed / SEARCH_DIR, p.snippet_chars)
         return {
             "source": {"kind": "world", "world_seed": p.world_seed, "test_seed": p.test_seed,
@@ -124,12 +124,11 @@ class DeepSearchTask(Task):
         pairs = [{"id": r["id"], "prompt": self.first_prompt(r["question"]),
                   "completion": f"answer[{r['answer']}]"} for r in train]
         write_jsonl_atomic(out.data / "train.jsonl", pairs)
-        (out.data / "README.md").write_text(self._dsqa_readme(len(train)))
+        (out.data / "README.md").write_text(dsqa_readme(self.params, len(train)))
         from .web import provider_spec, spec_dict
 
         return {"source": source, "web": spec_dict(provider_spec(self.params.web)),
-                "judge": {"provider": self.params.judge.provider,
-                          "model": self.params.judge.model},
+                "judge": {"driver": self.params.judge.driver},
                 "sizes": {"train": len(train), "test": len(test), "train_pairs": len(pairs)},
                 "excluded_empty_answer": excluded,
                 "test_answer_types": dict(Counter(r["answer_type"] for r in test))}
@@ -179,56 +178,6 @@ class DeepSearchTask(Task):
                          "f1": result.breakdown["f1"]}
         return out
 
-    def _data_readme(self, n_questions: int, n_pairs: int) -> str:
-        example = self.fmt.user_prompt("<the question>", [("<previous action>", "<its result>")],
-                                       "<what the last action showed>", [])
-        p = self.params
-        return (
-            "# Training data: search-and-answer questions over a fictional world\n\n"
-            f"- `train_questions.jsonl`: {n_questions} questions (`question`, `answers`, "
-            "`answer_type`, `template`, `plan`: the pages an expert reads).\n"
-            "- `search/`: the world's pages (`corpus.jsonl`) and their BM25 index; the grader "
-            "searches the same corpus. Test questions ask about other people, organisations "
-            "and products of the same world.\n"
-            "- `trajectories.jsonl`: the expert's episode for each train question.\n"
-            f"- `train.jsonl`: {n_pairs} step-level pairs `prompt` (the grader's user turn in "
-            "that state) -> `completion` (the expert's action).\n"
-            "- `dsqa_env.py`, `dsqa_scoring.py`, `a2rl_envs.py`: the environment, the answer "
-            "matcher and the policy runner, to roll out your own model (see below).\n\n"
-            f"The grader plays each test question for at most {p.max_steps} actions. Every "
-            "turn it sends one user turn (the model's chat template, no system turn) and "
-            f"greedily decodes at most {p.max_new_tokens} tokens; the reply's first line is "
-            "the action. The user turn is:\n\n"
-            f"```\n{example}\n```\n\n"
-            "An answer scores 1 when it names every expected item and nothing else "
-            "(case, accents and punctuation do not matter; list items separated by commas).\n\n"
-            "## Rolling out a model in the train questions\n\n"
-            "```python\nimport sys; sys.path.insert(0, 'data')\n"
-            "from dsqa_env import LocalBackend, SearchEnv, EnvSettings, load_questions, PROMPT\n"
-            "from a2rl_envs import play, ExpertPolicy, GeneratorPolicy, success_rate\n"
-            "questions = load_questions('data/train_questions.jsonl')\n"
-            "backend = LocalBackend.load('data/search')\n"
-            f"settings = EnvSettings(max_steps={p.max_steps})\n"
-            "episodes = play(list(questions), lambda: SearchEnv(questions, backend, settings), "
-            f"ExpertPolicy(), max_steps={p.max_steps}, fmt=PROMPT, keep_prompts=True)\n"
-            "print(success_rate(episodes))\n```\n\n"
-            "`GeneratorPolicy(gen)` plays with a model: `gen` has `.tokenizer` and "
-            "`.generate(prompts, max_new_tokens)`.\n")
-
-    def _dsqa_readme(self, n_questions: int) -> str:
-        p = self.params
-        return (
-            "# Training data: DeepSearchQA questions\n\n"
-            f"- `train_questions.jsonl`: {n_questions} real DeepSearchQA questions with their "
-            "answers (`answer`, `answer_type`: Single Answer or Set Answer, `category`).\n"
-            "- `train.jsonl`: the first prompt of each question -> `answer[<gold answer>]` "
-            "(closed-book pairs: no expert plays the real web).\n"
-            "- `dsqa_env.py`, `dsqa_web.py`, `dsqa_scoring.py`, `a2rl_envs.py`: the "
-            "environment and its web backend (needs the network and a search API key).\n\n"
-            f"The grader plays each test question for at most {p.max_steps} actions with the "
-            f"web backend ({p.web.provider}), greedy, {p.max_new_tokens} tokens a turn, and "
-            "an LLM judge decides, per expected item, whether the answer contains it.\n")
-
     # ---- scoring ----------------------------------------------------------------------------
 
     def evaluate(self, model_dir: Path, split: Path, inference: InferenceConfig) -> EvalResult:
@@ -252,12 +201,15 @@ class DeepSearchTask(Task):
                 if close:
                     close()
         answers = [_answer_of(ep) for ep in episodes]
-        usage: dict[str, float] = {}
+        usage: dict[str, Any] = {}
         if self.params.grader == "match":
             grades = [self._match(questions[ep.game], ep) for ep in episodes]
         else:
             grades, usage = self._judge(split, rows, answers)
-        usage |= getattr(backend, "usage", lambda: {})()
+        web = getattr(backend, "usage", lambda: {})()
+        if web:  # the search API's calls are grading's cost too: cost_usd counts both
+            usage = usage | web
+            usage["cost_usd"] = round(usage.get("cost_usd", 0.0) + web["web_cost_usd"], 6)
         return self._result(rows, episodes, grades, time.perf_counter() - started, usage)
 
     def _rows(self, split: Path) -> list[dict[str, Any]]:
@@ -278,17 +230,31 @@ class DeepSearchTask(Task):
         return scoring.match_answer(row["answers"], _answer_of(episode))
 
     def _judge(self, split: Path, rows: list[dict[str, Any]],
-               answers: list[str]) -> tuple[list[scoring.Grade], dict[str, float]]:
+               answers: list[str]) -> tuple[list[scoring.Grade], dict[str, Any]]:
+        from a2rl.config.compose import compose
+
         from .judge import DeepSearchJudge
 
-        judge = DeepSearchJudge(self.params.judge, split.parent / CACHE_DIR)
+        j = self.params.judge
+        driver = compose([f"driver={j.driver}"]).driver
+        cache = split.parent / CACHE_DIR
+        calls = self.grading_calls or cache / "judge_calls.jsonl"
+
+        def open_proxy(max_usd: float | None):
+            if self.harness is None:
+                raise ConfigError("the LLM judge needs the harness (a2rl.task.base.Harness), "
+                                  "which sets task.harness; a task built alone has none")
+            return self.harness.recording_proxy(driver, calls, max_usd, j.timeout_s)
+
+        judge = DeepSearchJudge(j, driver, cache, open_proxy, self.judge_spent_usd)
         try:
             return judge.grade(rows, answers)
         finally:
+            self.judge_spent_usd = judge.spent_usd
             judge.close()
 
     def _result(self, rows: list[dict[str, Any]], episodes, grades: list[scoring.Grade],
-                seconds: float, usage: dict[str, float] | None = None) -> EvalResult:
+                seconds: float, usage: dict[str, Any] | None = None) -> EvalResult:
         # per template (world) or category (real): "Politics & Government" -> politics_government
         groups = [re.sub(r"\W+", "_", str(r.get("template") or r.get("category") or "all"))
                   .strip("_").lower() for r in rows]
@@ -303,14 +269,13 @@ class DeepSearchTask(Task):
         breakdown["mean_steps"] = sum(ep.n_steps for ep in episodes) / n
         for verb in ("search", "open", "next", "invalid"):
             breakdown[f"mean_{verb}"] = sum(c[verb] for c in counts) / n
-        breakdown |= {k: float(v) for k, v in (usage or {}).items()}
         records = [{"id": r["id"], "question": r["question"], "expected": r.get("answers"),
                     "answer": _answer_of(ep), "steps": ep.n_steps, **g.to_dict(),
                     "actions": [s["action"] for s in ep.steps],
                     "replies": [s["reply"] for s in ep.steps]}
                    for r, ep, g in zip(rows, episodes, grades, strict=True)]
         return EvalResult(per_item=[1.0 if g.correct else 0.0 for g in grades], seconds=seconds,
-                          records=records, breakdown=breakdown)
+                          records=records, breakdown=breakdown, usage=usage or {})
 
     # ---- replies without a model (a2rl score) -----------------------------------------------
 
@@ -318,17 +283,10 @@ class DeepSearchTask(Task):
         if self.params.source != "world":
             raise NotImplementedError("a2rl score for the real questions needs the judge; "
                                       "grade a model instead")
-        from .world import World, make_questions
+        from .questions import world_questions
 
-        p = self.params
-        world = World.build(p.world_seed, p.world)
-        test = make_questions(world, p.test_questions, p.test_seed, "test")
-        asked = {e for q in test for e in q.entities}
-        if item_id.startswith("train-"):
-            pool = make_questions(world, p.train_questions, p.train_seed, "train", avoid=asked)
-        else:
-            pool = test
-        for q in pool:
+        _, test, train = world_questions(self.params)
+        for q in train if item_id.startswith("train-") else test:
             if q.id == item_id:
                 return q.to_dict()
         raise KeyError(f"task {self.cfg.id!r} has no item {item_id!r}")

@@ -124,7 +124,7 @@ class GSM8KTask(Task):
             out.validation.unlink(missing_ok=True)
 
         return {
-            "task": self.cfg.name,
+            "task": self.cfg.package,
             "task_id": self.cfg.id,
             "source": source.describe(),
             "sizes": {"train": len(train), "validation": len(validation), "test": len(test)},
@@ -158,8 +158,8 @@ class GSM8KTask(Task):
             + (f"The grader's user turn also holds {self.params.shots} worked examples from this "
                "file between the instruction and the question.\n\n" if self.params.shots else "")
             + "The reply scores 1 when its final number equals the answer's: the number after "
-            "the first `####` it directly follows, else in the last `\\boxed{}`, else after the last "
-            "\"answer is\", else the last number in the reply.\n"
+            "the first `####` it directly follows, else in the last `\\boxed{}`, else after "
+            "the last \"answer is\", else the last number in the reply.\n"
         )
 
     # ---- scoring ----------------------------------------------------------------------------

@@ -18,13 +18,14 @@ from a2rl.common.layout import PreparedTaskPaths
 from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
 from a2rl.task.base import load_task
 from a2rl.task.envs import ExpertPolicy, play
+from checkout import FULL_DATA
 
-REPO = Path(__file__).resolve().parents[2]
-REAL_DSQA = Path("/work/shared/data/deepsearchqa/DSQA-full.json")
+# the offline copy of the 900 real questions, in the full data ($A2RL_DATA) when it is there
+REAL_DSQA = FULL_DATA / "deepsearchqa" / "DSQA-full.json" if FULL_DATA else None
 
 
 def world_task(**params) -> TaskConfig:
-    return TaskConfig(id="deepsearchqa_world", name="deepsearchqa", level="L3",
+    return TaskConfig(id="deepsearchqa_world", package="deepsearchqa", level="L3",
                       params={"source": "world", **params})
 
 
@@ -56,7 +57,8 @@ def test_world_is_reproducible_and_no_name_contains_another():
 
 
 def test_questions_need_hops_have_gold_sets_and_spare_test_entities():
-    from a2rl_tasks.deepsearchqa.world import QuestionMaker, World, make_questions
+    from a2rl_tasks.deepsearchqa.questions import QuestionMaker, make_questions
+    from a2rl_tasks.deepsearchqa.world import World
 
     world = World.build(0)
     test = make_questions(world, 36, 11, "test")
@@ -261,7 +263,7 @@ def test_descriptions_fill_the_harness_placeholders(prepared):
                 submit_command="a2rl submit", grader_url="unix:/g", base_model="base_model/",
                 data_dir="data")
     assert "data/search/" in task.description().format(**keys)
-    real = load_task(TaskConfig(id="d", name="deepsearchqa", level="L3",
+    real = load_task(TaskConfig(id="d", package="deepsearchqa", level="L3",
                                 params={"source": "dsqa", "backend": "web", "grader": "judge"}),
                      Path("."))
     assert "LLM judge" in real.description().format(**keys)
@@ -279,7 +281,7 @@ def test_params_are_checked():
     with pytest.raises(ConfigError, match="needs grader=judge"):
         load_task(world_task(source="dsqa", backend="web"), Path("."))
     with pytest.raises(ConfigError, match="feedback"):
-        load_task(TaskConfig(id="w", name="deepsearchqa", level="L3", feedback="validation"),
+        load_task(TaskConfig(id="w", package="deepsearchqa", level="L3", feedback="validation"),
                   Path("."))
 
 
@@ -318,14 +320,15 @@ def test_real_data_split_skips_empty_answers_and_follows_the_seed(tmp_path):
         load_dsqa(DsqaData(path="missing.json"), tmp_path)
 
 
-@pytest.mark.skipif(not REAL_DSQA.exists(), reason="the offline DeepSearchQA copy is absent")
+@pytest.mark.skipif(REAL_DSQA is None or not REAL_DSQA.exists(),
+                    reason="the offline DeepSearchQA copy ($A2RL_DATA) is absent")
 def test_real_questions_give_the_papers_split(tmp_path, monkeypatch):
     """The 900 questions: 4 without an answer are excluded and counted; 100 train and 200
     sealed items, both answer types, from seed 42; prepare writes them where they belong."""
     monkeypatch.setenv("BRAVE_API_KEY", "sekrit-key-123")
-    task = load_task(TaskConfig(id="deepsearchqa", name="deepsearchqa", level="L3",
+    task = load_task(TaskConfig(id="deepsearchqa", package="deepsearchqa", level="L3",
                                 params={"source": "dsqa", "backend": "web", "grader": "judge"}),
-                     REAL_DSQA.parent.parent)
+                     FULL_DATA)
     out = PreparedTaskPaths(tmp_path / "deepsearchqa")
     out.data.mkdir(parents=True)
     out.sealed.mkdir(parents=True)

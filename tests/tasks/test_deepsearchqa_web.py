@@ -15,9 +15,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from a2rl.common.files import iter_jsonl
-from a2rl.common.layout import PreparedTaskPaths
-from a2rl.config.types import InferenceConfig, TaskConfig
-from a2rl.llm.proxy import LoopbackServer
+from a2rl.common.layout import Layout, PreparedTaskPaths
+from a2rl.config.types import DriverConfig, InferenceConfig, TaskConfig
+from a2rl.llm.loopback import LoopbackServer
+from a2rl.pipeline.harness import PipelineHarness
 from a2rl.task.base import GradingUnavailable, load_task
 
 KEY = "fake-search-key"
@@ -255,13 +256,24 @@ def fake_judge():
     fake.server.stop()
 
 
-def judge_params(fake: FakeJudge, **extra):
+def judge_driver(fake: FakeJudge, **extra) -> DriverConfig:
+    """A conf/driver/-style config of the fake judge (prices of 1 and 10 USD per M tokens)."""
+    return DriverConfig(**{"name": "fake_judge", "provider": "openai_compatible",
+                           "model": "judge-1", "base_url": f"{fake.server.url}/v1",
+                           "price_in_per_mtok": 1.0, "price_out_per_mtok": 10.0, **extra})
+
+
+def make_judge(fake: FakeJudge, tmp_path: Path, driver: DriverConfig | None = None, **params):
+    """The task's judge with its proxy from the pipeline's harness, as evaluate builds it."""
+    from a2rl_tasks.deepsearchqa.judge import DeepSearchJudge
     from a2rl_tasks.deepsearchqa.params import JudgeParams
 
-    return JudgeParams(**{"provider": "openai_compatible", "model": "judge-1",
-                          "base_url": f"{fake.server.url}/v1", "openai_base_url": None,
-                          "api_key_env": None, "price_in_per_mtok": 1.0,
-                          "price_out_per_mtok": 10.0, "concurrency": 2, **extra})
+    driver = driver or judge_driver(fake)
+    harness = PipelineHarness(Layout(results=tmp_path / "results",
+                                     resources=tmp_path / "resources"))
+    calls = tmp_path / "judge_calls.jsonl"
+    return DeepSearchJudge(JudgeParams(**{"concurrency": 2, **params}), driver, tmp_path,
+                           lambda left: harness.recording_proxy(driver, calls, left, 30.0))
 
 
 ROWS = [{"question": "Which city?", "answer": "Tarsk", "answer_type": "Single Answer"},
@@ -270,9 +282,7 @@ ROWS = [{"question": "Which city?", "answer": "Tarsk", "answer_type": "Single An
 
 
 def test_judge_protocol_through_the_recording_proxy(fake_judge, tmp_path):
-    from a2rl_tasks.deepsearchqa.judge import DeepSearchJudge
-
-    judge = DeepSearchJudge(judge_params(fake_judge), tmp_path)
+    judge = make_judge(fake_judge, tmp_path)
     grades, usage = judge.grade(ROWS + ROWS[:1], ["It is Tarsk.", "Vel and Osk and Lune",
                                                   "A1", ""])
     judge.close()
@@ -280,26 +290,24 @@ def test_judge_protocol_through_the_recording_proxy(fake_judge, tmp_path):
                                            "partially_correct", "fully_incorrect"]
     assert grades[1].excessive == ["Lune"] and grades[2].recall == pytest.approx(1 / 3)
     assert fake_judge.calls == 3  # the empty response is never sent
-    assert usage["judge_calls"] == 3 and usage["judge_input_tokens"] == 300
-    assert usage["judge_cost_usd"] == pytest.approx(3 * (100 * 1.0 + 20 * 10.0) / 1e6)
+    assert usage["calls"] == 3 and usage["input_tokens"] == 300
+    assert usage["cost_usd"] == pytest.approx(3 * (100 * 1.0 + 20 * 10.0) / 1e6)
     logged = list(iter_jsonl(tmp_path / "judge_calls.jsonl"))  # the proxy's llm_calls format
     assert len(logged) == 3 and {c["outcome"] for c in logged} == {"ok"}
     assert {c["model"] for c in logged} == {"judge-1"} and all("latency_s" in c for c in logged)
-    again = DeepSearchJudge(judge_params(fake_judge), tmp_path)
+    again = make_judge(fake_judge, tmp_path)
     regraded, usage = again.grade(ROWS, ["It is Tarsk.", "Vel and Osk and Lune", "A1"])
     again.close()
-    assert fake_judge.calls == 3 and usage["judge_cache_hits"] == 3
+    assert fake_judge.calls == 3 and usage["cache_hits"] == 3 and usage["calls"] == 0
     assert [g.outcome for g in regraded] == [g.outcome for g in grades[:3]]
 
 
 def test_judge_retries_then_fails_as_infrastructure(fake_judge, tmp_path):
-    from a2rl_tasks.deepsearchqa.judge import DeepSearchJudge
-
-    judge = DeepSearchJudge(judge_params(fake_judge, retries=2, concurrency=1), tmp_path)
+    judge = make_judge(fake_judge, tmp_path, retries=2, concurrency=1)
     judge._client().backoff_s = 0.0
     fake_judge.fail_next, fake_judge.malformed_next = 1, 1
     grades, usage = judge.grade(ROWS[:1], ["Tarsk"])
-    assert grades[0].correct and usage["judge_retries"] == 2 and fake_judge.calls == 3
+    assert grades[0].correct and usage["retries"] == 2 and fake_judge.calls == 3
     fake_judge.fail_next = 10
     with pytest.raises(GradingUnavailable, match="after 3 attempts"):
         judge.grade(ROWS[1:2], ["Vel"])
@@ -307,18 +315,23 @@ def test_judge_retries_then_fails_as_infrastructure(fake_judge, tmp_path):
 
 
 def test_judge_budget_and_missing_key_stop_grading(fake_judge, tmp_path, monkeypatch):
-    from a2rl_tasks.deepsearchqa.judge import DeepSearchJudge
-
-    judge = DeepSearchJudge(judge_params(fake_judge, max_usd=1e-6, concurrency=1), tmp_path)
+    judge = make_judge(fake_judge, tmp_path, max_usd=1e-6, concurrency=1)
     with pytest.raises(GradingUnavailable, match="budget"):
         judge.grade(ROWS, ["Tarsk", "Vel", "A1"])
     judge.close()
     assert fake_judge.calls == 1  # the call that reached the limit; the next was refused
+    # the budget is the run's: a later grading with the spent carried over calls nothing
+    spent = make_judge(fake_judge, tmp_path / "s", max_usd=1e-6)
+    spent.spent_usd = judge.spent_usd
+    with pytest.raises(GradingUnavailable, match="budget is used up"):
+        spent.grade(ROWS[1:2], ["Vel"])
+    assert fake_judge.calls == 1
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
-    keyless = DeepSearchJudge(judge_params(fake_judge, provider="gemini",
-                                           api_key_env="GEMINI_API_KEY"), tmp_path / "k")
+    gemini = judge_driver(fake_judge, provider="gemini", api_key_env="GEMINI_API_KEY")
+    keyless = make_judge(fake_judge, tmp_path / "k", driver=gemini)
     with pytest.raises(GradingUnavailable, match=r"\$GEMINI_API_KEY"):
         keyless.grade(ROWS[:1], ["Tarsk"])
+    assert fake_judge.calls == 1
 
 
 def test_verdict_parsing_accepts_the_protocols_shapes_only():
@@ -371,11 +384,14 @@ def test_real_task_evaluation_is_reproducible_from_its_caches(fake_search, fake_
               "dsqa": {"path": "dsqa.json", "train_size": 3, "test_size": 5},
               "web": {"endpoint": f"{fake_search.server.url}/res/v1/web/search",
                       "key_env": "FAKE_SEARCH_KEY"},
-              "judge": {"provider": "openai_compatible", "model": "judge-1",
-                        "base_url": f"{fake_judge.server.url}/v1", "openai_base_url": None,
-                        "api_key_env": None}}
-    task = load_task(TaskConfig(id="dsqa_test", name="deepsearchqa", level="L3",
+              "judge": {"driver": "openai_compatible"}}
+    # conf/driver/openai_compatible.yaml reads its server and model from the environment
+    monkeypatch.setenv("A2RL_OPENAI_BASE_URL", f"{fake_judge.server.url}/v1")
+    monkeypatch.setenv("A2RL_OPENAI_MODEL", "judge-1")
+    task = load_task(TaskConfig(id="dsqa_test", package="deepsearchqa", level="L3",
                                 params=params), tmp_path)
+    task.harness = PipelineHarness(Layout(results=tmp_path / "results",
+                                          resources=tmp_path / "resources"))
     out = PreparedTaskPaths(tmp_path / "prepared")
     out.data.mkdir(parents=True)
     out.sealed.mkdir(parents=True)
@@ -388,14 +404,14 @@ def test_real_task_evaluation_is_reproducible_from_its_caches(fake_search, fake_
     assert first.breakdown["correct_other"] == 100.0  # per category, as a plain key
     # five searches, and one page fetch: every question's first result is the same page, which
     # the first reading cached
-    assert first.breakdown["web_calls"] == 6 and first.breakdown["judge_calls"] == 5
-    assert first.breakdown["web_cache_hits"] == 4
+    assert first.usage["web_calls"] == 6 and first.usage["calls"] == 5
+    assert first.usage["web_cache_hits"] == 4
     assert fake_search.total - before[0] == 6 and fake_judge.calls - before[1] == 5
     assert all(r["actions"][:2] == [r["actions"][0], "open[1]"] for r in first.records)
     middle = (fake_search.total, fake_judge.calls)
     second = task.evaluate(Path("unused"), out.test, infer)
     assert (fake_search.total, fake_judge.calls) == middle  # no network call the second time
-    assert second.breakdown["web_cache_hits"] == 10 and second.breakdown["judge_calls"] == 0
+    assert second.usage["web_cache_hits"] == 10 and second.usage["calls"] == 0
     assert second.per_item == first.per_item and second.records == first.records
     # the caches and call logs stay with the sealed data, never in the agent's data/
     assert (out.sealed / "cache" / "web.sqlite").exists()

@@ -164,7 +164,8 @@ class VLLMGenerator:
         try:
             from vllm import LLM
         except ImportError as err:
-            raise RuntimeError(f"inference.backend=vllm but vllm cannot be imported: {err}") from err
+            raise RuntimeError(
+                f"inference.backend=vllm but vllm cannot be imported: {err}") from err
         self.cfg = cfg
         self.precision = resolve_precision(cfg.precision, "cuda")
         self.llm = LLM(model=str(model_dir), tokenizer=str(model_dir), seed=0,
