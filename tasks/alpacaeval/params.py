@@ -24,12 +24,13 @@ SmolLM2 as the judge, alpaca_eval's length-only GLM::
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from omegaconf import OmegaConf
 
-from a2rl.config.types import ConfigError, ModelConfig
+from a2rl.config.checks import ConfigError, check_keys, require
+from a2rl.config.types import ModelConfig
 
 from .metric import GLMS
 
@@ -37,17 +38,6 @@ EVAL_SOURCES = ("bundled", "file", "hf")
 TRAIN_SOURCES = ("split", "alpaca")
 JUDGE_KINDS = ("local", "openai", "api")
 ANSWERS = ("logprobs", "text")
-
-
-def _require(ok: bool, message: str) -> None:
-    if not ok:
-        raise ConfigError(message)
-
-
-def _check_keys(cls: type, given: dict[str, Any], where: str) -> None:
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(given) - known)
-    _require(not unknown, f"{where}: unknown key(s) {unknown}; expected some of {sorted(known)}")
 
 
 @dataclass
@@ -90,26 +80,26 @@ class JudgeParams:
     price_out_per_mtok: float = 0.0
 
     def __post_init__(self) -> None:
-        _require(self.kind in JUDGE_KINDS,
+        require(self.kind in JUDGE_KINDS,
                  f"task.params.judge.kind={self.kind!r}; expected one of {JUDGE_KINDS}")
-        _require(self.answer in ANSWERS,
+        require(self.answer in ANSWERS,
                  f"task.params.judge.answer={self.answer!r}; expected one of {ANSWERS}")
-        _require(self.kind != "openai" or bool(self.base_url and isinstance(self.model, str)),
+        require(self.kind != "openai" or bool(self.base_url and isinstance(self.model, str)),
                  "task.params.judge.kind=openai needs base_url and model (the served name)")
-        _require(self.kind != "api" or bool(self.driver),
+        require(self.kind != "api" or bool(self.driver),
                  "task.params.judge.kind=api needs driver (a conf/driver/ name)")
-        _require(self.kind != "local" or self.answer == "logprobs",
+        require(self.kind != "local" or self.answer == "logprobs",
                  "task.params.judge: the local judge reads logits (answer: logprobs)")
         if self.kind == "local":
             try:
                 self.model_config()
             except (TypeError, ValueError) as err:
                 raise ConfigError(f"task.params.judge.model: {err}") from err
-        _require(self.max_usd is None or self.max_usd > 0,
+        require(self.max_usd is None or self.max_usd > 0,
                  f"task.params.judge.max_usd={self.max_usd!r}; expected > 0 or null")
-        _require(self.retries >= 0 and self.backoff_s >= 0 and self.timeout_s > 0,
+        require(self.retries >= 0 and self.backoff_s >= 0 and self.timeout_s > 0,
                  "task.params.judge: retries and backoff_s must be >= 0, timeout_s > 0")
-        _require(self.max_tokens >= 1 and self.batch_size >= 1 and self.concurrency >= 1,
+        require(self.max_tokens >= 1 and self.batch_size >= 1 and self.concurrency >= 1,
                  "task.params.judge: max_tokens, batch_size and concurrency must be >= 1")
 
     def model_config(self) -> ModelConfig:
@@ -154,24 +144,24 @@ class AlpacaEvalParams:
     def __post_init__(self) -> None:
         if not isinstance(self.judge, JudgeParams):
             raw = dict(self.judge or {})
-            _check_keys(JudgeParams, raw, "task.params.judge")
+            check_keys(JudgeParams, raw, "task.params.judge")
             self.judge = JudgeParams(**raw)
-        _require(self.eval_source in EVAL_SOURCES,
+        require(self.eval_source in EVAL_SOURCES,
                  f"task.params.eval_source={self.eval_source!r}; expected one of {EVAL_SOURCES}")
-        _require(self.eval_source != "file" or bool(self.eval_file),
+        require(self.eval_source != "file" or bool(self.eval_file),
                  "task.params.eval_source=file needs eval_file")
-        _require(self.train_source in TRAIN_SOURCES,
+        require(self.train_source in TRAIN_SOURCES,
                  f"task.params.train_source={self.train_source!r}; expected one of "
                  f"{TRAIN_SOURCES}")
-        _require(self.test_size is None or self.test_size >= 1,
+        require(self.test_size is None or self.test_size >= 1,
                  f"task.params.test_size={self.test_size!r}; expected >= 1 or null (all)")
-        _require(self.train_source != "split" or self.test_size is not None,
+        require(self.train_source != "split" or self.test_size is not None,
                  "task.params.train_source=split needs a test_size below the set's size")
-        _require(self.train_size is None or self.train_size >= 1,
+        require(self.train_size is None or self.train_size >= 1,
                  f"task.params.train_size={self.train_size!r}; expected >= 1 or null (all)")
-        _require(self.max_new_tokens >= 1,
+        require(self.max_new_tokens >= 1,
                  f"task.params.max_new_tokens={self.max_new_tokens!r}; expected >= 1")
-        _require(self.lc_glm in GLMS,
+        require(self.lc_glm in GLMS,
                  f"task.params.lc_glm={self.lc_glm!r}; expected one of {GLMS}")
 
     @classmethod
@@ -180,7 +170,7 @@ class AlpacaEvalParams:
         if OmegaConf.is_config(raw):
             raw = OmegaConf.to_container(raw, resolve=True)
         raw = dict(raw or {})
-        _check_keys(cls, raw, "task.params")
+        check_keys(cls, raw, "task.params")
         return cls(**raw)
 
     def to_dict(self) -> dict[str, Any]:

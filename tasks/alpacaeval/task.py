@@ -144,19 +144,15 @@ class AlpacaEvalTask(Task):
     # ---- scoring ----------------------------------------------------------------------------
 
     def evaluate(self, model_dir: Path, split: Path, inference: InferenceConfig) -> EvalResult:
-        from a2rl.task.inference import format_chat, load_generator
+        from a2rl.task.inference import chat_replies
 
         started = time.perf_counter()
         items = list(iter_jsonl(split))
         if not items:
             raise ValueError(f"{split}: no items to evaluate")
-        generator = load_generator(Path(model_dir), inference)
-        prompts = [format_chat(generator.tokenizer, x["prompt"], x.get("system"))
-                   for x in items]
-        replies = generator.generate(prompts, max_new_tokens=self.params.max_new_tokens)
-        close = getattr(generator, "close", None)
-        if close:
-            close()
+        _, replies = chat_replies(Path(model_dir), inference,
+                                  [(x["prompt"], x.get("system")) for x in items],
+                                  self.params.max_new_tokens)
         result = self.score_replies(items, replies)
         result.seconds = time.perf_counter() - started
         return result
