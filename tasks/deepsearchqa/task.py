@@ -244,6 +244,7 @@ class DeepSearchTask(Task):
             if self.harness is None:
                 raise ConfigError("the LLM judge needs the harness (a2rl.task.base.Harness), "
                                   "which sets task.harness; a task built alone has none")
+            calls.parent.mkdir(parents=True, exist_ok=True)  # the proxy appends to it
             return self.harness.recording_proxy(driver, calls, max_usd, j.timeout_s)
 
         judge = DeepSearchJudge(j, driver, cache, open_proxy, self.judge_spent_usd)

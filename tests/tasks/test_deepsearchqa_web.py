@@ -392,6 +392,7 @@ def test_real_task_evaluation_is_reproducible_from_its_caches(fake_search, fake_
                                 params=params), tmp_path)
     task.harness = PipelineHarness(Layout(results=tmp_path / "results",
                                           resources=tmp_path / "resources"))
+    task.grading_calls = tmp_path / "run" / "judge_calls.jsonl"  # as the runner sets it
     out = PreparedTaskPaths(tmp_path / "prepared")
     out.data.mkdir(parents=True)
     out.sealed.mkdir(parents=True)
@@ -415,7 +416,11 @@ def test_real_task_evaluation_is_reproducible_from_its_caches(fake_search, fake_
     assert second.per_item == first.per_item and second.records == first.records
     # the caches and call logs stay with the sealed data, never in the agent's data/
     assert (out.sealed / "cache" / "web.sqlite").exists()
-    assert (out.sealed / "cache" / "judge_calls.jsonl").exists()
+    assert (out.sealed / "cache" / "judge.sqlite").exists()
+    # the judge's calls are logged in the run (task.grading_calls), priced by the proxy
+    logged = list(iter_jsonl(tmp_path / "run" / "judge_calls.jsonl"))
+    assert len(logged) == 5 and {c["model"] for c in logged} == {"judge-1"}
+    assert not (out.sealed / "cache" / "judge_calls.jsonl").exists()
     assert not list(out.data.rglob("*.sqlite"))
     # with the search API down and nothing cached, grading is unavailable, not a zero
     monkeypatch.setenv("FAKE_SEARCH_KEY", "revoked")
