@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 # chromium + chromium-driver: the report's screenshots and its browser tests
 MISSING=""
 command -v bwrap >/dev/null 2>&1 || MISSING="$MISSING bubblewrap"
+# setpriv: a root harness runs each agent as an unprivileged uid of its own (docs/sandbox.md)
+command -v setpriv >/dev/null 2>&1 || MISSING="$MISSING util-linux"
 command -v git >/dev/null 2>&1 || MISSING="$MISSING git"
 command -v chromium >/dev/null 2>&1 || MISSING="$MISSING chromium"
 command -v chromedriver >/dev/null 2>&1 || MISSING="$MISSING chromium-driver"

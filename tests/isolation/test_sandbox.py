@@ -63,11 +63,12 @@ def run_dir(tmp_path):
 
 def run_probe(run: Path, secrets: dict, network: bool = False) -> dict:
     sandbox = Sandbox("bwrap", run / "workspace", run / "tools", run / "grader", network)
+    uid = sandbox.uid
     argv = sandbox.command([sys.executable, "-c", PROBE, json.dumps(secrets)], {"PATH": "/usr/bin"})
     done = subprocess.run(argv, capture_output=True, text=True, env=sandbox.host_env({}),
                           timeout=60)
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return json.loads(done.stdout) | {"expected_uid": uid}
 
 
 def test_agent_cannot_reach_sealed_data_or_ledger(run_dir):
@@ -77,7 +78,8 @@ def test_agent_cannot_reach_sealed_data_or_ledger(run_dir):
     result = run_probe(run, {"read": [str(test_split), str(ledger), "/work/main/README.md",
                                       "/root/.bash_history"],
                              "write": [str(ledger), str(test_split)]})
-    assert result["uid"] == 1000
+    # 1000 in its own user namespace, or an unprivileged host uid of its own under a root harness
+    assert result["uid"] == result["expected_uid"] and result["uid"] != 0
     for key in ("read0", "read1", "read2", "read3", "write0", "write1"):
         assert result[key] in ("FileNotFoundError", "OSError", "PermissionError"), (key, result)
     assert ledger.read_text() == '{"submission_id": 1}\n'

@@ -63,6 +63,9 @@ def failures_of(items: list[SubmissionItem], events: list[dict[str, Any]],
                           "elapsed_s": e.get("elapsed_s"), "excerpt": None})
     lines = _log_lines(agent_log)
     status = run.status if run else None
+    if status == "infra_failed":  # the harness's failure: the run does not count
+        found.append({"kind": "infrastructure", "message": f"run infra_failed: {run.reason}",
+                      "elapsed_s": run.agent_seconds, "excerpt": None})
     if status in ("agent_failed", "budget_exhausted"):
         found.append({"kind": "agent", "message": f"agent {status} (exit {run.exit_code})",
                       "elapsed_s": run.agent_seconds, "excerpt": _tail(lines)})

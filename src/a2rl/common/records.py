@@ -185,7 +185,11 @@ def read_ledger(path: Path) -> list[LedgerEntry]:
 
 # --------------------------------------------------------------------------- run and final
 
-RunStatus = Literal["completed", "budget_exhausted", "agent_failed", "llm_budget_exhausted"]
+RunStatus = Literal["completed", "budget_exhausted", "agent_failed", "llm_budget_exhausted",
+                    "infra_failed"]
+# why a run is infra_failed: the harness failed, not the agent (RunRecord.reason starts with one)
+INFRA_REASONS = ("missing_key", "agent_not_installed", "provider_outage", "grader_crash",
+                 "harness_oom", "harness_error")
 
 
 @dataclass(frozen=True, kw_only=True, config=STRICT)
@@ -227,6 +231,16 @@ class RunRecord(CellRecord):
     llm: dict[str, Any] | None = recorded(written_if="driver_model", default=None)  # llm_totals
     # what grading cost (a judge's calls; a2rl.pipeline.runner.grading_totals), apart from llm
     grading_usage: dict[str, Any] | None = recorded(written_if="grading_usage", default=None)
+    # infra_failed: "<one of INFRA_REASONS>: <what happened>" (a2rl.pipeline.runner)
+    reason: str | None = recorded(written_if="reason", default=None)
+
+    def __post_init__(self) -> None:
+        if self.status == "infra_failed":
+            if not self.reason or self.reason.split(":")[0] not in INFRA_REASONS:
+                raise ValueError(f"an infra_failed run needs a reason starting with one of "
+                                 f"{INFRA_REASONS}; got {self.reason!r}")
+        elif self.reason is not None:
+            raise ValueError(f"only an infra_failed run has a reason (status {self.status})")
 
 
 @dataclass(frozen=True, kw_only=True, config=STRICT)
