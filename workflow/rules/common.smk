@@ -15,7 +15,7 @@
 import os
 import re
 import shlex
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from snakemake.utils import validate
@@ -31,6 +31,7 @@ from a2rl.config.compose import (
     task_overrides,
 )
 from a2rl.common.layout import Layout
+from a2rl.pipeline.resources import check_agent_sizing, resource_keys, rule_resources
 
 
 def as_override_list(value):
@@ -67,9 +68,11 @@ if (_layout.results, _layout.resources) != (
     )
 
 TASK_CFG = {task: checked(task_overrides(task, GRID_OVERRIDES)) for task in GRID_CFG.grid.tasks}
-for _axis, _names in (("agent", GRID_CFG.grid.agents), ("driver", GRID_CFG.grid.drivers)):
-    for _name in _names:
-        checked([*GRID_OVERRIDES, f"{_axis}={_name}"])
+# each agent as the grid configures it: its resources size run_agent's jobs
+check_agent_sizing(GRID, GRID_CFG.grid.tasks)
+AGENT_CFG = {agent: checked([*GRID_OVERRIDES, f"agent={agent}"]) for agent in GRID_CFG.grid.agents}
+for _driver in GRID_CFG.grid.drivers:
+    checked([*GRID_OVERRIDES, f"driver={_driver}"])
 
 # base models: one folder per model name, shared by the tasks that use it
 MODEL_OF_TASK = {task: cfg.task.model.name for task, cfg in TASK_CFG.items()}
@@ -135,3 +138,30 @@ def selected_models(wildcards):
     return [
         "results/models/{task}/{agent}/{driver}/seed{seed}".format(**cell) for cell in CELLS
     ]
+
+
+# ------------------------------------------------------------------------------- resources
+
+
+def config_of_job(rule, wildcards):
+    """The config a job's resources derive from: its task's (the grid's for per-grid rules),
+    with its agent's for run_agent. Agents and tasks are composed once each, not once per cell;
+    a grid_task file therefore sizes tasks and budgets, never agents' resources."""
+    task = getattr(wildcards, "task", None)
+    cfg = TASK_CFG[task] if task else GRID_CFG
+    if rule == "run_agent":
+        return replace(cfg, agent=AGENT_CFG[wildcards.agent].agent)
+    return cfg
+
+
+def resources_of(rule):
+    """The resources: of ``rule``, one function of the job's wildcards per resource
+    (a2rl.pipeline.resources derives them from the config)."""
+
+    def value(key):
+        def of_job(wildcards):
+            return rule_resources(rule, config_of_job(rule, wildcards))[key]
+
+        return of_job
+
+    return {key: value(key) for key in resource_keys(GRID_CFG.cluster)}

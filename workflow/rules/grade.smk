@@ -12,6 +12,8 @@ rule measure_baseline:
         "results/logs/measure_baseline/{task}.log",
     params:
         overrides=overrides_of_task,
+    resources:
+        **resources_of("measure_baseline"),
     conda:
         "../envs/a2rl.yaml"
     script:
@@ -28,6 +30,8 @@ rule final_grade:
         "results/logs/final_grade/{task}/{agent}/{driver}/seed{seed}.log",
     params:
         overrides=overrides_of_cell,
+    resources:
+        **resources_of("final_grade"),
     conda:
         "../envs/a2rl.yaml"
     script:

@@ -9,6 +9,8 @@ rule prepare_model:
         "results/logs/prepare_model/{model}.log",
     params:
         overrides=overrides_of_model,
+    resources:
+        **resources_of("prepare_model"),
     conda:
         "../envs/a2rl.yaml"
     script:
@@ -22,6 +24,8 @@ rule prepare_task:
         "results/logs/prepare_task/{task}.log",
     params:
         overrides=overrides_of_task,
+    resources:
+        **resources_of("prepare_task"),
     conda:
         "../envs/a2rl.yaml"
     script:

@@ -24,6 +24,8 @@ rule summarize_run:
         "results/logs/summarize_run/{task}/{agent}/{driver}/seed{seed}.log",
     params:
         overrides=overrides_of_cell,
+    resources:
+        **resources_of("summarize_run"),
     conda:
         "../envs/a2rl.yaml"
     script:
@@ -39,6 +41,8 @@ rule export_model:
         "results/logs/export_model/{task}/{agent}/{driver}/seed{seed}.log",
     params:
         overrides=overrides_of_cell,
+    resources:
+        **resources_of("export_model"),
     conda:
         "../envs/a2rl.yaml"
     script:
@@ -57,6 +61,8 @@ rule build_leaderboard:
         "results/logs/build_leaderboard/leaderboard.log",
     params:
         overrides=GRID_OVERRIDES,
+    resources:
+        **resources_of("build_leaderboard"),
     conda:
         "../envs/a2rl.yaml"
     script:
@@ -77,6 +83,8 @@ rule build_report:
         "results/logs/build_report/report.log",
     params:
         overrides=GRID_OVERRIDES,
+    resources:
+        **resources_of("build_report"),
     conda:
         "../envs/a2rl.yaml"
     script:

@@ -18,6 +18,8 @@ rule run_agent:
     params:
         overrides=overrides_of_cell,
     threads: workflow.cores
+    resources:
+        **resources_of("run_agent"),
     conda:
         "../envs/a2rl.yaml"
     script:

@@ -76,11 +76,29 @@ class InferenceConfig:
 
 
 @dataclass
+class ResourcesConfig:
+    """What one job asks a cluster for: CPUs, GPUs and memory (Snakemake's ``cpus_per_task``,
+    ``gpu`` and ``mem_mb``; a2rl.pipeline.resources turns them into each rule's resources).
+    A local run ignores them."""
+
+    cpus: int = 2
+    gpus: int = 0
+    mem_mb: int = 8000
+
+    def __post_init__(self) -> None:
+        _require(self.cpus >= 1, f"resources.cpus={self.cpus}; expected >= 1")
+        _require(self.gpus >= 0, f"resources.gpus={self.gpus}; expected >= 0")
+        _require(self.mem_mb >= 1, f"resources.mem_mb={self.mem_mb}; expected >= 1")
+
+
+@dataclass
 class TaskConfig:
     """A benchmark task. ``name`` picks the implementation (tasks/<name>/); ``id`` names this
     configuration of it (conf/task/<id>.yaml) in paths and leaderboards, so variants of one task
     (the paper's GSM8K and a small offline one) never share results. ``params`` holds the task's
-    own options, checked by the task itself."""
+    own options, checked by the task itself. ``resources`` are what grading it needs (the
+    baseline and the final grade) and ``eval_s`` bounds one evaluation of a split on them: the
+    time limits of the jobs that grade are derived from it."""
 
     id: str = "gsm8k"
     name: str = "gsm8k"
@@ -90,8 +108,11 @@ class TaskConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     inference: InferenceConfig = field(default_factory=InferenceConfig)
     params: dict[str, Any] = field(default_factory=dict)
+    resources: ResourcesConfig = field(default_factory=ResourcesConfig)
+    eval_s: float = 1800.0
 
     def __post_init__(self) -> None:
+        _require(self.eval_s > 0, f"task.eval_s={self.eval_s}; expected > 0")
         _require(self.level in LEVELS, f"task.level={self.level!r}; expected one of {LEVELS}")
         _require(self.feedback in FEEDBACK_MODES,
                  f"task.feedback={self.feedback!r}; expected one of {FEEDBACK_MODES}")
@@ -104,7 +125,7 @@ class AgentConfig:
     Reference agents give ``command``; LLM-driven agents name a ``stack`` (an adapter in
     a2rl.llm.stacks that builds the command line) and pin its package ``version``, installed
     into resources/tools/<stack>/<version>/ by scripts/install_agents.py. ``args`` are extra
-    arguments for the stack's CLI."""
+    arguments for the stack's CLI. ``resources``: what the agent's job asks a cluster for."""
 
     name: str = "noop"
     kind: str = "reference"
@@ -118,6 +139,7 @@ class AgentConfig:
     stack: Optional[str] = None
     version: Optional[str] = None
     args: list[str] = field(default_factory=list)
+    resources: ResourcesConfig = field(default_factory=ResourcesConfig)
 
     def __post_init__(self) -> None:
         _require(self.precision in PRECISIONS,
@@ -209,6 +231,27 @@ class PathsConfig:
 
 
 @dataclass
+class ClusterConfig:
+    """Where the grid's jobs run, for the executor plugins (conf/cluster/; profiles/ choose the
+    executor). ``partition``: Slurm partition of CPU-only jobs, ``gpu_partition`` of jobs that
+    take GPUs (null: the cluster's default); ``slurm_extra``: more sbatch flags for every job;
+    ``start_s``: what a job needs besides its work (start-up, imports, loading the model), added
+    to every time limit; ``gpu_manufacturer``: Kubernetes' GPU resource (nvidia or amd)."""
+
+    name: str = "default"
+    partition: Optional[str] = None
+    gpu_partition: Optional[str] = None
+    slurm_extra: Optional[str] = None
+    start_s: float = 600.0
+    gpu_manufacturer: str = "nvidia"
+
+    def __post_init__(self) -> None:
+        _require(self.start_s >= 0, f"cluster.start_s={self.start_s}; expected >= 0")
+        _require(self.gpu_manufacturer in ("nvidia", "amd"),
+                 f"cluster.gpu_manufacturer={self.gpu_manufacturer!r}; expected nvidia or amd")
+
+
+@dataclass
 class GridConfig:
     """Which cells a Snakemake / DVC run covers."""
 
@@ -243,6 +286,7 @@ class RunConfig:
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     grid: GridConfig = field(default_factory=GridConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
     seed: int = 0
     sandbox: str = "bwrap"
 
