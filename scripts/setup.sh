@@ -24,7 +24,8 @@ fi
 PY=${PYTHON:-python3}
 # the CPU wheel first, so that no later requirement pulls a multi-GB CUDA build
 "$PY" -m pip install -q torch==2.13.0
-"$PY" -m pip install -q -e ".[dev]"
+# cluster: Snakemake's Slurm and Kubernetes executor plugins (profiles/, docs/cluster.md)
+"$PY" -m pip install -q -e ".[dev,cluster]"
 # ALFWorld's adapter code without textworld[pddl]: that extra compiles Fast Downward from source.
 # Real ALFWorld games need it (pip install "textworld[pddl]") and the data (alfworld-download).
 "$PY" -m pip install -q --no-deps alfworld==0.4.2

@@ -25,4 +25,8 @@ if [ -f "$DIR/munged.ours" ]; then
   stop munged /run/munge/munged.pid
   rm -f "$DIR/munged.ours"
 fi
-if [ "${1:-}" = "--purge" ]; then rm -rf "$DIR"; fi
+if [ "${1:-}" = "--purge" ]; then
+  # the link slurm_up.sh made at Slurm's default config path, and the state folder
+  [ "$(readlink /etc/slurm/slurm.conf || true)" = "$DIR/slurm.conf" ] && rm -f /etc/slurm/slurm.conf
+  rm -rf "$DIR"
+fi

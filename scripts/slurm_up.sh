@@ -70,7 +70,17 @@ PartitionName=a2rl Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 CONF
 
 # munged: started here unless one runs already (slurm_down.sh stops only what this started)
-if ! pgrep -x munged >/dev/null; then munged --force && touch "$DIR/munged.ours"; fi
+if ! # Slurm's default config path links to this one: the executor plugin's job step drops
+# SLURM_CONF before its nested srun, which then reads /etc/slurm/slurm.conf. A config there
+# that is not ours is left alone, and this script refuses to run beside it.
+ETC=/etc/slurm/slurm.conf
+if [ -e "$ETC" ] && [ "$(readlink "$ETC" || true)" != "$CONF" ]; then
+  say "slurm_up: $ETC exists and is not this script's; on a machine with Slurm, use that Slurm"
+  exit 1
+fi
+mkdir -p /etc/slurm && ln -sfn "$CONF" "$ETC"
+
+pgrep -x munged >/dev/null; then munged --force && touch "$DIR/munged.ours"; fi
 # -i: start afresh (ignore saved jobs) when no controller answers
 slurmctld -i -f "$CONF"
 slurmd -N localhost -f "$CONF"

@@ -74,11 +74,12 @@ def logs_of(root: Path, limit: int = 3000) -> str:
     return "\n".join(parts)
 
 
-def run(cmd: list[str], root: Path, timeout: float = TIMEOUT_S) -> str:
-    """Run ``cmd`` in ``root``; returns stdout + stderr, fails the test with them (and the
-    stage logs) when it exits non-zero."""
-    result = subprocess.run(cmd, cwd=root, env=tool_env(root), capture_output=True, text=True,
-                            timeout=timeout, check=False)
+def run(cmd: list[str], root: Path, timeout: float = TIMEOUT_S,
+        env: dict[str, str] | None = None) -> str:
+    """Run ``cmd`` in ``root`` (with ``env`` added to tool_env); returns stdout + stderr, fails
+    the test with them (and the stage logs) when it exits non-zero."""
+    result = subprocess.run(cmd, cwd=root, env=tool_env(root) | (env or {}),
+                            capture_output=True, text=True, timeout=timeout, check=False)
     output = result.stdout + result.stderr
     assert result.returncode == 0, f"{' '.join(cmd)} exited {result.returncode}\n" \
                                    f"{output[-6000:]}\n{logs_of(root)}"
@@ -139,18 +140,25 @@ def survivors(marker: str) -> list[list[str]]:
 # ------------------------------------------------------------------------------------ fixtures
 
 
-@pytest.fixture(scope="module")
-def repo_copy(tmp_path_factory) -> Path:
-    """A scratch copy of the repository that is its own git repository (DVC needs one)."""
+GIT = ["git", "-c", "user.name=a2rl tests", "-c", "user.email=tests@a2rl.invalid",
+       "-c", "commit.gpgsign=false"]
+
+
+def repo_copy_at(dest: Path) -> Path:
+    """A scratch copy of the repository at ``dest`` that is its own git repository (DVC needs
+    one)."""
     if subprocess.run(["git", "rev-parse", "--git-dir"], cwd=REPO, capture_output=True,
                       check=False).returncode != 0:
         pytest.skip("needs a git checkout to know which files belong to the repository")
-    root = scratch_copy(tmp_path_factory.mktemp("a2rl") / "repo")
-    git = ["git", "-c", "user.name=a2rl tests", "-c", "user.email=tests@a2rl.invalid",
-           "-c", "commit.gpgsign=false"]
+    root = scratch_copy(dest)
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "scratch copy"]):
-        subprocess.run([*git, *args], cwd=root, capture_output=True, check=True)
+        subprocess.run([*GIT, *args], cwd=root, capture_output=True, check=True)
     return root
+
+
+@pytest.fixture(scope="module")
+def repo_copy(tmp_path_factory) -> Path:
+    return repo_copy_at(tmp_path_factory.mktemp("a2rl") / "repo")
 
 
 @pytest.fixture(scope="module")

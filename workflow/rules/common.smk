@@ -165,3 +165,11 @@ def resources_of(rule):
         return of_job
 
     return {key: value(key) for key in resource_keys(GRID_CFG.cluster)}
+
+
+def run_agent_threads(wildcards):
+    """Run here, an agent takes every core Snakemake was given, so no other job competes with
+    its clock; on a cluster its job gets the agent's CPUs and the scheduler keeps others off."""
+    if workflow.local_exec:
+        return workflow.cores
+    return rule_resources("run_agent", config_of_job("run_agent", wildcards))["cpus_per_task"]

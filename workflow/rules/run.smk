@@ -1,9 +1,10 @@
 # The agent's run: workspace, grader and sandboxed agent within the budget. The run directory
 # (workspace/, ledger.jsonl, events.jsonl, agent.log) is written next to run.json.
 #
-# The budget is wall-clock time, so an agent gets the machine to itself: the job takes every
-# core Snakemake was given, and no other job (another agent, a baseline) runs beside it. To run
-# agents side by side anyway, ask for it: snakemake --set-threads run_agent=1 ...
+# The budget is wall-clock time, so an agent gets the machine to itself: run here, the job takes
+# every core Snakemake was given, and no other job (another agent, a baseline) runs beside it;
+# on a cluster it gets its agent's CPUs (run_agent_threads). To run agents side by side anyway,
+# ask for it: snakemake --set-threads run_agent=1 ...
 
 
 rule run_agent:
@@ -17,7 +18,7 @@ rule run_agent:
         "results/logs/run_agent/{task}/{agent}/{driver}/seed{seed}.log",
     params:
         overrides=overrides_of_cell,
-    threads: workflow.cores
+    threads: run_agent_threads
     resources:
         **resources_of("run_agent"),
     conda:
