@@ -83,7 +83,9 @@ mkdir -p /etc/slurm && ln -sfn "$CONF" "$ETC"
 pgrep -x munged >/dev/null; then munged --force && touch "$DIR/munged.ours"; fi
 # -i: start afresh (ignore saved jobs) when no controller answers
 slurmctld -i -f "$CONF"
-slurmd -N localhost -f "$CONF"
+# jobs inherit slurmd's niceness (PropagatePrioProcess=0, the default): on a shared machine the
+# test cluster's jobs yield to everything else, like any test's work
+nice -n "${A2RL_SLURM_NICE:-19}" slurmd -N localhost -f "$CONF"
 
 for _ in $(seq 60); do
   if state=$(sinfo -h -n localhost -o %T 2>/dev/null) && [ "$state" = idle ]; then

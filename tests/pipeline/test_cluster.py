@@ -25,7 +25,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from test_integration import (
     read_json,
     read_jsonl,
@@ -75,12 +74,14 @@ def slurm() -> dict[str, str]:
     return slurm_env()
 
 
-def jobcomp(conf: str) -> list[dict[str, str]]:
-    """Slurm's record of finished jobs (JobCompType=jobcomp/filetxt), one dict a job."""
-    path = Path(conf).parent / "jobcomp.log"
-    jobs = []
-    for line in path.read_text().splitlines():
-        jobs.append(dict(re.findall(r"(\w+)=(\S*)", line)))
+def jobcomp(conf: str, root: Path) -> dict[str, dict[str, str]]:
+    """Slurm's record of the finished jobs that ran in ``root`` (JobCompType=jobcomp/filetxt):
+    job id -> its fields. A restarted cluster numbers jobs from 1 again; the latest line wins."""
+    jobs = {}
+    for line in (Path(conf).parent / "jobcomp.log").read_text().splitlines():
+        job = dict(re.findall(r"(\w+)=(\S*)", line))
+        if job.get("WorkDir") == str(root):
+            jobs[job["JobId"]] = job
     return jobs
 
 
@@ -145,7 +146,7 @@ def test_every_rule_ran_as_a_slurm_job(slurm_grid, slurm):
     """Each job of the workflow (one per rule log) was submitted to Slurm, ran in this copy,
     in the cluster config's partition, and Slurm recorded it COMPLETED; none ran locally."""
     submitted = slurm_jobs_of(slurm_grid)
-    finished = {job["JobId"]: job for job in jobcomp(slurm["SLURM_CONF"])}
+    finished = jobcomp(slurm["SLURM_CONF"], slurm_grid)
     ran = rule_jobs(slurm_grid)
     assert {rule for rule, _ in ran} == {
         "prepare_model", "prepare_task", "measure_baseline", "run_agent", "final_grade",
@@ -155,7 +156,7 @@ def test_every_rule_ran_as_a_slurm_job(slurm_grid, slurm):
     for job_id, (rule, wildcards) in submitted.items():
         record = finished[job_id]
         assert record["JobState"] == "COMPLETED", (rule, wildcards, record)
-        assert record["WorkDir"] == str(slurm_grid) and record["Partition"] == "a2rl"
+        assert record["Partition"] == "a2rl"  # conf/cluster/localhost.yaml
     # run_agent's job had the agent's CPUs and memory and a time limit above its budget
     # (conf/grid/ci.yaml: 2 CPUs, 6000 MB; 120 s budget + an evaluation + start-up)
     agents = [finished[i] for i, (rule, _) in submitted.items() if rule == "run_agent"]
@@ -188,14 +189,15 @@ def test_cancelled_agent_job_is_rerun_to_a_consistent_run(slurm_grid, local_grid
                "--config", "grid=ci", overrides("cluster=localhost"),
                "--forcerun", f"results/runs/{cell}/run.json",
                "--", f"results/runs/{cell}/summary.json"]
+    started = time.time()
     with subprocess.Popen(command, cwd=slurm_grid, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True) as snakemake:
-        cancelled = cancel_when_training(slurm_grid, before, run_root, env)
+        cancelled = cancel_when_training(slurm_grid, before, run_root, env, started)
         output, _ = snakemake.communicate(timeout=TIMEOUT_S)
     assert snakemake.returncode == 0, output[-6000:]
     assert "Trying to restart job" in output, output[-3000:]
 
-    finished = {job["JobId"]: job for job in jobcomp(slurm["SLURM_CONF"])}
+    finished = jobcomp(slurm["SLURM_CONF"], slurm_grid)
     assert finished[cancelled]["JobState"] == "CANCELLED"
     agents = [i for i, (rule, wc) in slurm_jobs_of(slurm_grid).items()
               if rule == "run_agent" and i not in before]
@@ -213,15 +215,18 @@ def test_cancelled_agent_job_is_rerun_to_a_consistent_run(slurm_grid, local_grid
     compare_runs(local_grid, slurm_grid, "--only", cell)
 
 
-def cancel_when_training(root: Path, before: set[str], run_root: Path, env) -> str:
-    """Wait until the cell's new run_agent job runs and its agent has started training, then
-    cancel it; returns its Slurm job id."""
+def cancel_when_training(root: Path, before: set[str], run_root: Path, env,
+                         started: float) -> str:
+    """Wait until the cell's new run_agent job runs and its agent (in the run directory the
+    job made afresh, after ``started``) has started training, then cancel the job; returns its
+    Slurm job id."""
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         agents = [i for i, (rule, _) in slurm_jobs_of(root).items()
                   if rule == "run_agent" and i not in before]
         log = run_root / "agent.log"
-        if agents and log.is_file() and "round 1" in log.read_text(errors="replace"):
+        fresh = log.is_file() and log.stat().st_mtime > started
+        if agents and fresh and "round 1" in log.read_text(errors="replace"):
             subprocess.run(["scancel", agents[0]], env=env, check=True)
             return agents[0]
         time.sleep(1)

@@ -87,9 +87,12 @@ def run(cmd: list[str], root: Path, timeout: float = TIMEOUT_S,
 
 
 def a2rl(*args: str) -> list[str]:
-    """The ``a2rl`` console script of this interpreter (``python -m a2rl.pipeline.cli`` without one)."""
+    """The ``a2rl`` console script of this interpreter (``python -m a2rl.pipeline.cli`` without
+    one)."""
     script = Path(sys.executable).parent / "a2rl"
-    return [str(script), *args] if script.exists() else [sys.executable, "-m", "a2rl.pipeline.cli", *args]
+    if script.exists():
+        return [str(script), *args]
+    return [sys.executable, "-m", "a2rl.pipeline.cli", *args]
 
 
 def read_json(path: Path):

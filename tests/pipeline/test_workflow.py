@@ -41,7 +41,10 @@ def test_dry_run_plans_every_cell(grid, tmp_path):
     assert result.returncode == 0, output
     expected = grid_cells(compose(grid_overrides(grid)))
     planned = planned_cells(output)
-    key = lambda c: (c["task"], c["agent"], c["driver"], c["seed"])
+
+    def key(c):
+        return c["task"], c["agent"], c["driver"], c["seed"]
+
     assert sorted(map(key, planned)) == sorted(map(key, expected))
     assert "rule build_leaderboard:" in output
     assert not (tmp_path / "results").exists()  # planning writes nothing

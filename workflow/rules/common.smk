@@ -12,6 +12,7 @@
 #
 # Every job composes its own cell again from the same overrides (params.overrides), so a rule
 # sees exactly the config `a2rl stage NAME <overrides>` would.
+import functools
 import os
 import re
 import shlex
@@ -67,12 +68,32 @@ if (_layout.results, _layout.resources) != (
         f"({Path.cwd()}): leave paths.* at their defaults and use snakemake --directory"
     )
 
-TASK_CFG = {task: checked(task_overrides(task, GRID_OVERRIDES)) for task in GRID_CFG.grid.tasks}
-# each agent as the grid configures it: its resources size run_agent's jobs
+
+
+def compose_options(axes):
+    """Every option of every axis composed and checked once, options of different axes sharing
+    a composition (the i-th task with the i-th agent and the i-th driver): a Hydra composition
+    is the bulk of planning time, and this takes the longest axis's count of them instead of the
+    sum. Sharing is sound because a task's, an agent's and a driver's options each configure
+    only their own key. Returns {axis: {option: RunConfig}}."""
+    names = {axis: list(dict.fromkeys(options)) for axis, options in axes.items()}
+    composed = {axis: {} for axis in axes}
+    for i in range(max(map(len, names.values()))):
+        choice = {axis: options[i] for axis, options in names.items() if i < len(options)}
+        cfg = checked([*GRID_OVERRIDES, *(f"{axis}={name}" for axis, name in choice.items())])
+        for axis, name in choice.items():
+            composed[axis][name] = cfg
+    return composed
+
+
+# each task's config (model, data, budget, grading resources) and each agent's (the resources
+# of run_agent's jobs); each driver is composed too, so that a missing option fails here
 check_agent_sizing(GRID, GRID_CFG.grid.tasks)
-AGENT_CFG = {agent: checked([*GRID_OVERRIDES, f"agent={agent}"]) for agent in GRID_CFG.grid.agents}
-for _driver in GRID_CFG.grid.drivers:
-    checked([*GRID_OVERRIDES, f"driver={_driver}"])
+_OPTIONS = compose_options(
+    {"task": GRID_CFG.grid.tasks, "agent": GRID_CFG.grid.agents, "driver": GRID_CFG.grid.drivers}
+)
+TASK_CFG = _OPTIONS["task"]
+AGENT_CFG = _OPTIONS["agent"]
 
 # base models: one folder per model name, shared by the tasks that use it
 MODEL_OF_TASK = {task: cfg.task.model.name for task, cfg in TASK_CFG.items()}
@@ -143,24 +164,47 @@ def selected_models(wildcards):
 # ------------------------------------------------------------------------------- resources
 
 
-def config_of_job(rule, wildcards):
-    """The config a job's resources derive from: its task's (the grid's for per-grid rules),
-    with its agent's for run_agent. Agents and tasks are composed once each, not once per cell;
-    a grid_task file therefore sizes tasks and budgets, never agents' resources."""
-    task = getattr(wildcards, "task", None)
+def job_kind(rule, wildcards):
+    """What a job's resources depend on: its task (none for per-grid and per-model rules) and,
+    for run_agent, its agent."""
+    task = wildcards.get("task")
+    return task, wildcards.get("agent") if rule == "run_agent" else None
+
+
+def job_kinds(rule):
+    """Every job_kind the grid has for ``rule``."""
+    if rule == "run_agent":
+        return {(cell["task"], cell["agent"]) for cell in CELLS}
+    if rule in ("prepare_model", "build_leaderboard", "build_report"):
+        return {(None, None)}
+    return {(task, None) for task in GRID_CFG.grid.tasks}
+
+
+@functools.cache
+def resources_of_job(rule, task, agent):
+    """The resources of a job of ``rule`` on ``task`` with ``agent`` (see job_kind): from the
+    task's config (the grid's for per-grid rules), with the agent's resources for run_agent.
+    Agents and tasks are composed once each, not once per cell, so a grid_task file sizes
+    tasks and budgets, never agents' resources (check_agent_sizing)."""
     cfg = TASK_CFG[task] if task else GRID_CFG
     if rule == "run_agent":
-        return replace(cfg, agent=AGENT_CFG[wildcards.agent].agent)
-    return cfg
+        cfg = replace(cfg, agent=AGENT_CFG[agent].agent)
+    return rule_resources(rule, cfg)
 
 
 def resources_of(rule):
-    """The resources: of ``rule``, one function of the job's wildcards per resource
-    (a2rl.pipeline.resources derives them from the config)."""
+    """The resources: of ``rule`` (a2rl.pipeline.resources derives them from the config): a
+    value where every job of the rule gets the same, else a function of the job's wildcards.
+    Snakemake calls such a function for each job while planning, which is slow on big grids."""
+    kinds = job_kinds(rule)
 
     def value(key):
+        values = {resources_of_job(rule, *kind)[key] for kind in kinds}
+        if len(values) == 1:
+            return values.pop()
+
         def of_job(wildcards):
-            return rule_resources(rule, config_of_job(rule, wildcards))[key]
+            return resources_of_job(rule, *job_kind(rule, wildcards))[key]
 
         return of_job
 
@@ -172,4 +216,4 @@ def run_agent_threads(wildcards):
     its clock; on a cluster its job gets the agent's CPUs and the scheduler keeps others off."""
     if workflow.local_exec:
         return workflow.cores
-    return rule_resources("run_agent", config_of_job("run_agent", wildcards))["cpus_per_task"]
+    return resources_of_job("run_agent", *job_kind("run_agent", wildcards))["cpus_per_task"]

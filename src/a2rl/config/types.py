@@ -133,8 +133,9 @@ class AgentConfig:
     network: bool = False
     env: dict[str, str] = field(default_factory=dict)
     torch_threads: int = 0
-    # training precision, resolved by a2rl.common.hardware and handed to the agent as A2RL_PRECISION:
-    # auto = bf16 only where the device computes it natively (emulated bf16 is 4-11x slower)
+    # training precision, resolved by a2rl.common.hardware and handed to the agent as
+    # A2RL_PRECISION: auto = bf16 only where the device computes it natively (emulated bf16 is
+    # 4-11x slower)
     precision: str = "auto"
     stack: Optional[str] = None
     version: Optional[str] = None
