@@ -348,6 +348,40 @@ def test_dvc_repro_runs_ci_grid(repo_copy):
     assert "up to date" in status, status
 
 
+def test_dvc_remote_round_trip(repo_copy, tmp_path):
+    """``dvc push`` of the grid to a folder remote; in a fresh clone, ``dvc pull`` and then
+    ``dvc repro``: DVC finds the stage up to date, so no agent runs again, and the leaderboard,
+    the run records and the selected models are the pushed ones."""
+    dvc = [sys.executable, "-m", "dvc"]
+    run([*dvc, "repro"], repo_copy)  # up to date after test_dvc_repro_runs_ci_grid
+    run([*dvc, "remote", "add", "-d", "shared", str(tmp_path / "remote")], repo_copy)
+    run([*GIT, "add", "-A"], repo_copy)  # dvc.lock and the remote in .dvc/config
+    run([*GIT, "commit", "-q", "-m", "the ci grid's results"], repo_copy)
+    run([*dvc, "push"], repo_copy)
+
+    clone = tmp_path / "clone"
+    subprocess.run([*GIT, "clone", "-q", str(repo_copy), str(clone)], check=True)
+    run([*dvc, "pull"], clone)
+    output = run([*dvc, "repro"], clone)
+    assert "didn't change, skipping" in output, output
+    assert not (clone / "results" / "logs").exists(), "a Snakemake job ran in the clone"
+    assert not (clone / ".snakemake").exists(), "Snakemake ran in the clone"
+    results = Path("results")
+    for name in ("leaderboard.csv", "leaderboard.md", "leaderboard.json"):
+        assert (clone / results / name).read_bytes() == (repo_copy / results / name).read_bytes()
+    for agent in AGENTS:
+        cell = run_dir(repo_copy, agent).relative_to(repo_copy)
+        for record in ("ledger.jsonl", "run.json", "final.json", "summary.json"):
+            if (repo_copy / cell / record).exists():
+                assert (clone / cell / record).read_bytes() == \
+                    (repo_copy / cell / record).read_bytes()
+        assert not (clone / cell / "workspace").exists()  # .dvcignore: never pushed
+        exported = results / "models" / TASK / agent / "none" / "seed0"
+        assert (clone / exported / "selected.json").read_bytes() == \
+            (repo_copy / exported / "selected.json").read_bytes()
+    assert "up to date" in run([*dvc, "status"], clone)
+
+
 # ----------------------------------------------------------------------- a2rl run (Hydra app)
 
 

@@ -19,7 +19,7 @@ RUN_AGENT_JOB = re.compile(
     r"/(?P<driver>[^/\s]+)/seed(?P<seed>\d+)/run\.json", re.MULTILINE)
 
 
-def snakemake(*args: str, workdir: Path) -> subprocess.CompletedProcess:
+def snakemake(*args: str, workdir: Path, timeout: float = 300) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(REPO / "src"), str(REPO), env.get("PYTHONPATH")) if p)
@@ -27,7 +27,7 @@ def snakemake(*args: str, workdir: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
          "--directory", str(workdir), *args],
-        capture_output=True, text=True, env=env, timeout=300, check=False)
+        capture_output=True, text=True, env=env, timeout=timeout, check=False)
 
 
 def planned_cells(output: str) -> list[dict]:

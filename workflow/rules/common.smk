@@ -6,7 +6,8 @@
 #   overrides=[...]    Hydra overrides for every cell, e.g. '["task.params.test_size=50"]'
 #                      (a string is split like a shell line); they may not choose a cell axis.
 # The grid config is checked twice before any job starts, by the dataclasses of a2rl.config.types and
-# against workflow/schemas/config.schema.yaml. Each task, agent and driver the grid names is
+# against workflow/schemas/config.schema.yaml (checked configs are cached in .snakemake/; see
+# a2rl.pipeline.plancache). Each task, agent and driver the grid names is
 # composed too, so a missing conf/ option fails here. Planning never imports a task's code: a
 # task with implemented: false is planned like any other and fails when prepare_task runs.
 #
@@ -32,6 +33,7 @@ from a2rl.config.compose import (
     task_overrides,
 )
 from a2rl.common.layout import Layout
+from a2rl.pipeline.plancache import ComposeCache
 from a2rl.pipeline.resources import check_agent_sizing, resource_keys, rule_resources
 
 
@@ -44,11 +46,20 @@ def as_override_list(value):
     return [str(v) for v in value]
 
 
-def checked(overrides):
+def compose_checked(overrides):
     """The RunConfig of `overrides`, also validated against the workflow's schema."""
     cfg = compose(overrides)
     validate(asdict(cfg), "../schemas/config.schema.yaml")
     return cfg
+
+
+# compose_checked, kept in .snakemake/ between runs (and for the jobs a cluster executor starts,
+# which each parse this workflow again): a2rl.pipeline.plancache
+checked = ComposeCache(
+    Path(".snakemake") / "a2rl-configs",
+    Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml",
+    compose_checked,
+)
 
 
 GRID = str(config.get("grid", "smoke"))
