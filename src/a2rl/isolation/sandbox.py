@@ -27,6 +27,10 @@ SYSTEM_RO = ["/usr", "/etc/ssl", "/etc/ca-certificates", "/etc/resolv.conf", "/e
              "/etc/nsswitch.conf", "/etc/localtime", "/etc/ld.so.cache", "/etc/alternatives",
              "/etc/passwd", "/etc/group", "/etc/gitconfig", "/etc/pip.conf", "/etc/xdg/pip"]
 ROOT_LINKS = ["/bin", "/lib", "/lib64", "/sbin", "/lib32", "/libx32"]
+# NVIDIA's device nodes (the GPUs, nvidiactl, nvidia-uvm, ...): the sandbox's fresh /dev has none,
+# so the agent sees the host's GPUs only through these; which of them CUDA uses is
+# CUDA_VISIBLE_DEVICES's business (a2rl.pipeline.runner passes the harness's on)
+GPU_DEVICES = "/dev/nvidia*"
 # areas of the workspace the agent may write; the rest of it is mounted read-only
 WRITABLE = ("code", "output")
 
@@ -89,6 +93,8 @@ class Sandbox:
         # the fresh /tmp first: binds of host paths that live under /tmp (a checkout, a venv, the
         # agent tools) must land on top of it, not be hidden by it
         args: list[str] = ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", HOME]
+        for device in gpu_devices():
+            args += ["--dev-bind", device, device]
         for path in SYSTEM_RO:
             if Path(path).exists():
                 args += ["--ro-bind", path, path]
@@ -115,6 +121,11 @@ class Sandbox:
         for key, value in env.items():
             args += ["--setenv", key, value]
         return args
+
+
+def gpu_devices() -> list[str]:
+    """The host's NVIDIA device nodes (none on a machine without an NVIDIA GPU)."""
+    return sorted(str(p) for p in Path("/").glob(GPU_DEVICES.lstrip("/")))
 
 
 def python_paths() -> list[str]:
