@@ -5,9 +5,9 @@
 #   grid=<name>        conf/grid/<name>.yaml (default: smoke)
 #   overrides=[...]    Hydra overrides for every cell, e.g. '["task.params.test_size=50"]'
 #                      (a string is split like a shell line); they may not choose a cell axis.
-# The grid config is checked twice before any job starts, by the dataclasses of a2rl.config.types and
-# against workflow/schemas/config.schema.yaml (checked configs are cached in .snakemake/; see
-# a2rl.pipeline.plancache). Each task, agent and driver the grid names is
+# The grid config is checked twice before any job starts, by the dataclasses of
+# a2rl.config.types and against workflow/schemas/config.schema.yaml (checked configs are cached
+# in .snakemake/; see a2rl.pipeline.plancache). Each task, agent and driver the grid names is
 # composed too, so a missing conf/ option fails here. Planning never imports a task's code: a
 # task with implemented: false is planned like any other and fails when prepare_task runs.
 #
@@ -175,47 +175,47 @@ def selected_models(wildcards):
 # ------------------------------------------------------------------------------- resources
 
 
-def job_kind(rule, wildcards):
+def job_kind(rule_name, wildcards):
     """What a job's resources depend on: its task (none for per-grid and per-model rules) and,
     for run_agent, its agent."""
     task = wildcards.get("task")
-    return task, wildcards.get("agent") if rule == "run_agent" else None
+    return task, wildcards.get("agent") if rule_name == "run_agent" else None
 
 
-def job_kinds(rule):
-    """Every job_kind the grid has for ``rule``."""
-    if rule == "run_agent":
+def job_kinds(rule_name):
+    """Every job_kind the grid has for ``rule_name``."""
+    if rule_name == "run_agent":
         return {(cell["task"], cell["agent"]) for cell in CELLS}
-    if rule in ("prepare_model", "build_leaderboard", "build_report"):
+    if rule_name in ("prepare_model", "build_leaderboard", "build_report"):
         return {(None, None)}
     return {(task, None) for task in GRID_CFG.grid.tasks}
 
 
 @functools.cache
-def resources_of_job(rule, task, agent):
-    """The resources of a job of ``rule`` on ``task`` with ``agent`` (see job_kind): from the
-    task's config (the grid's for per-grid rules), with the agent's resources for run_agent.
+def resources_of_job(rule_name, task, agent):
+    """The resources of a job of ``rule_name`` on ``task`` with ``agent`` (see job_kind): from
+    the task's config (the grid's for per-grid rules), with the agent's resources for run_agent.
     Agents and tasks are composed once each, not once per cell, so a grid_task file sizes
     tasks and budgets, never agents' resources (check_agent_sizing)."""
     cfg = TASK_CFG[task] if task else GRID_CFG
-    if rule == "run_agent":
+    if rule_name == "run_agent":
         cfg = replace(cfg, agent=AGENT_CFG[agent].agent)
-    return rule_resources(rule, cfg)
+    return rule_resources(rule_name, cfg)
 
 
-def resources_of(rule):
-    """The resources: of ``rule`` (a2rl.pipeline.resources derives them from the config): a
-    value where every job of the rule gets the same, else a function of the job's wildcards.
-    Snakemake calls such a function for each job while planning, which is slow on big grids."""
-    kinds = job_kinds(rule)
+def resources_of(rule_name):
+    """The resources of the rule ``rule_name``, which a2rl.pipeline.resources derives from the
+    config: a value where every job of the rule gets the same, else a function of the job's
+    wildcards (Snakemake calls such a function for each job while planning: slow on big grids)."""
+    kinds = job_kinds(rule_name)
 
     def value(key):
-        values = {resources_of_job(rule, *kind)[key] for kind in kinds}
+        values = {resources_of_job(rule_name, *kind)[key] for kind in kinds}
         if len(values) == 1:
             return values.pop()
 
         def of_job(wildcards):
-            return resources_of_job(rule, *job_kind(rule, wildcards))[key]
+            return resources_of_job(rule_name, *job_kind(rule_name, wildcards))[key]
 
         return of_job
 
