@@ -45,5 +45,6 @@ def test_planning_grows_linearly_with_the_grid(tmp_path):
     small = (costs[1000] - costs[100]) / (1000 - 100)
     large = (costs[5000] - costs[1000]) / (5000 - 1000)
     report = ", ".join(f"{n} cells {s:.1f} s" for n, s in costs.items())
+    print(f"planning CPU time: {report}")  # shown with pytest -rP
     assert small > 0, report
     assert large <= 2 * small, f"planning is superlinear: {report}"
