@@ -123,9 +123,13 @@ def compare_runs(before: Path, after: Path, *only: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def local_grid(tmp_path_factory) -> Path:
-    """The ci grid through profiles/local."""
+def local_grid(tmp_path_factory, slurm_grid) -> Path:
+    """The ci grid through profiles/local, from the Slurm run's prepared tasks and model: the
+    household games are generated afresh by each preparation and differ in order (a property of
+    the task, not of where it runs), so both runs start from the same ones."""
     root = repo_copy_at(tmp_path_factory.mktemp("local") / "repo")
+    for prepared in ("results/prepared", "resources/models"):
+        shutil.copytree(slurm_grid / prepared, root / prepared, symlinks=True)
     run([sys.executable, "-m", "snakemake", "--profile", "profiles/local", "--config",
          "grid=ci", overrides()], root, timeout=TIMEOUT_S)
     return root
