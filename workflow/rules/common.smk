@@ -80,7 +80,6 @@ if (_layout.results, _layout.resources) != (
     )
 
 
-
 def compose_options(axes):
     """Every option of every axis composed and checked once, options of different axes sharing
     a composition (the i-th task with the i-th agent and the i-th driver): a Hydra composition
