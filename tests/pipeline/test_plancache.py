@@ -4,14 +4,11 @@ nothing a composition reads changed, composed again when something did."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 
 from a2rl.config.compose import compose, conf_dir
 from a2rl.pipeline.plancache import ComposeCache
-
-SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 
 
 class Counting:
@@ -32,7 +29,7 @@ def test_cached_until_conf_or_environment_changes(tmp_path, monkeypatch):
     composed = Counting()
 
     def cache():  # a new cache object per Snakemake run, as common.smk makes one
-        return ComposeCache(tmp_path / "cache", SCHEMA, composed)
+        return ComposeCache(tmp_path / "cache", composed)
 
     first = cache()(["grid=ci", "agent=sft"])
     again = cache()(["grid=ci", "agent=sft"])
@@ -56,7 +53,7 @@ def test_a_refused_config_is_not_cached(tmp_path):
     def refuse(overrides):
         raise ValueError("no")
 
-    cache = ComposeCache(tmp_path / "cache", SCHEMA, refuse)
+    cache = ComposeCache(tmp_path / "cache", refuse)
     for _ in range(2):
         with pytest.raises(ValueError, match="no"):
             cache(["grid=ci"])

@@ -9,7 +9,7 @@ import shutil
 import pytest
 from test_workflow import snakemake
 
-from a2rl.config.compose import compose
+from a2rl.config.compose import compose, grid_cells, grid_overrides
 from a2rl.config.types import ConfigError
 from a2rl.pipeline.resources import RULES, check_agent_sizing, rule_resources
 
@@ -42,11 +42,16 @@ def test_grading_jobs_get_the_tasks_resources_per_split():
     assert rule_resources("measure_baseline", validation)["runtime"] == (2 * 300 + 600) / 60
 
 
-def test_the_paper_grid_asks_for_gpus_and_twelve_hours():
-    cfg = compose(["grid=paper", "task=gsm8k", "agent=sft"])
-    agent = rule_resources("run_agent", cfg)
-    assert agent["gpu"] == 1 and agent["runtime"] * 60 > 43200
+@pytest.mark.parametrize(("task", "agent"), [("gsm8k", "sft"), ("alpacaeval", "dpo"),
+                                           ("alfworld", "sft_grpo")])
+def test_the_paper_grid_asks_for_gpus_and_twelve_hours(task, agent):
+    """Every reference agent trains on a GPU for the 12-hour budget, and every task grades on
+    one (AlpacaEval's judge is an API, but its replies are generated on the GPU)."""
+    cfg = compose(["grid=paper", f"task={task}", f"agent={agent}"])
+    job = rule_resources("run_agent", cfg)
+    assert job["gpu"] == 1 and job["runtime"] * 60 > 43200
     assert rule_resources("measure_baseline", cfg)["gpu"] == 1
+    assert rule_resources("final_grade", cfg)["runtime"] == (3600 + 600) / 60
     assert rule_resources("build_report", cfg) == {
         "cpus_per_task": 1, "mem_mb": 4000, "runtime": (900 + 600) / 60, "gpu": 0,
         "gpu_manufacturer": "nvidia"}
@@ -105,7 +110,7 @@ def test_planned_jobs_carry_the_derived_resources(tmp_path):
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
     agent_jobs = re.findall(r"rule run_agent:\n(?:.*\n)*?\s+resources: (.*)", output)
-    assert len(agent_jobs) == 4
+    assert len(agent_jobs) == len(grid_cells(compose(grid_overrides("ci"))))
     for resources in agent_jobs:
         for item in ("cpus_per_task=2", "mem_mb=6000", "runtime=13", "slurm_partition=a2rl"):
             assert item in resources.split(", "), resources

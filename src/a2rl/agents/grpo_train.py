@@ -2,8 +2,8 @@
 agents `grpo` / `sft_grpo` (the method: see a2rl/agents/grpo.py).
 
 Precision: ``--precision`` (default ``$A2RL_PRECISION``, set by the harness from
-``a2rl.common.hardware``): with bf16, rollouts run on a bf16 copy of the policy and updates under bf16
-autocast; with fp32 (any CPU without native bf16) everything stays fp32.
+``a2rl.common.hardware``): with bf16, rollouts run on a bf16 copy of the policy and updates
+under bf16 autocast; with fp32 (any CPU without native bf16) everything stays fp32.
 Deadline: with ``--deadline`` an iteration starts only if it should end before it, and each
 finished iteration is saved; a round with no iteration saves nothing.
 """
@@ -189,17 +189,19 @@ def arguments():
     p.add_argument("--model", required=True)
     p.add_argument("--data", required=True)
     p.add_argument("--out", required=True)
-    p.add_argument("--iterations", type=int, default=3)
-    p.add_argument("--games", type=int, default=8)
-    p.add_argument("--group", type=int, default=4)
-    p.add_argument("--lr", type=float, default=1e-5)
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--max-steps", type=int, default=12)
-    p.add_argument("--step-cost", type=float, default=0.01)
-    p.add_argument("--expert-bonus", type=float, default=0.0,
+    # no defaults here: the agent passes its settings (GrpoSettings in a2rl/agents/settings.py,
+    # as grpo.method_args writes them)
+    p.add_argument("--iterations", type=int, required=True)
+    p.add_argument("--games", type=int, required=True)
+    p.add_argument("--group", type=int, required=True)
+    p.add_argument("--lr", type=float, required=True)
+    p.add_argument("--temperature", type=float, required=True)
+    p.add_argument("--max-steps", type=int, required=True)
+    p.add_argument("--step-cost", type=float, required=True)
+    p.add_argument("--expert-bonus", type=float, required=True,
                    help="return bonus x share of steps that took the env's expert action")
-    p.add_argument("--train-layers", type=int, default=15)
-    p.add_argument("--minibatch", type=int, default=16)
+    p.add_argument("--train-layers", type=int, required=True)
+    p.add_argument("--minibatch", type=int, required=True)
     # the harness decides (a2rl.common.hardware): bf16 only where the hardware computes it natively
     p.add_argument("--precision", choices=("bf16", "fp32"),
                    default=os.environ.get("A2RL_PRECISION", "fp32"))

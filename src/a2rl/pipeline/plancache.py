@@ -5,9 +5,9 @@ Every ``snakemake`` command parses the workflow, and so does every job a cluster
 starts (each runs ``python -m snakemake`` for its one rule): without this cache each of them
 composes the grid's tasks, agents and drivers again, a tenth of a second each. A cached config
 is keyed by everything a composition reads: the overrides, every file under conf/ (its path and
-bytes), the schema it was validated against, the environment variables conf/ interpolates
-(``${oc.env:NAME}``), the a2rl.config code and the Hydra and OmegaConf versions. Any change
-gives a new key; the old entry is left behind, unused.
+bytes), the environment variables conf/ interpolates (``${oc.env:NAME}``), the code that composes
+and checks (the a2rl.config package and the agents' settings check) and the Hydra and OmegaConf
+versions. Any change gives a new key; the old entry is left behind, unused.
 """
 
 from __future__ import annotations
@@ -20,15 +20,28 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import version
 from pathlib import Path
 
-from a2rl.config import compose as compose_module
+from a2rl.agents import settings as settings_module
 from a2rl.config import types as types_module
-from a2rl.config.compose import conf_dir
+from a2rl.config.compose import compose, conf_dir
 from a2rl.config.types import RunConfig
+from a2rl.pipeline import agent_settings as agent_settings_module
+from a2rl.pipeline.agent_settings import check_settings
 
 ENV_INTERPOLATION = re.compile(rb"oc\.env:([A-Za-z_][A-Za-z0-9_]*)")
 
 
-def inputs_digest(schema: Path) -> str:
+def compose_checked(overrides: Sequence[str]) -> RunConfig:
+    """What planning accepts: the composed config with the reference agents' settings checked."""
+    return check_settings(compose(overrides))
+
+
+def code_files() -> list[Path]:
+    """The code a checked composition runs besides Hydra and OmegaConf."""
+    config_package = sorted(Path(types_module.__file__).parent.glob("*.py"))
+    return [*config_package, Path(agent_settings_module.__file__), Path(settings_module.__file__)]
+
+
+def inputs_digest() -> str:
     """A digest of what every composition reads besides its overrides."""
     digest = hashlib.sha256()
     conf = conf_dir()
@@ -39,7 +52,7 @@ def inputs_digest(schema: Path) -> str:
         digest.update(str(path.relative_to(conf)).encode() + b"\0" + content + b"\0")
     for name in sorted(names):
         digest.update(name + b"=" + os.environ.get(name.decode(), "<unset>").encode() + b"\0")
-    for source in (Path(types_module.__file__), Path(compose_module.__file__), schema):
+    for source in code_files():
         digest.update(source.read_bytes() + b"\0")
     digest.update(f"hydra {version('hydra-core')} omegaconf {version('omegaconf')}".encode())
     return digest.hexdigest()
@@ -49,9 +62,10 @@ class ComposeCache:
     """``checked(overrides)`` results under ``folder``, keyed by the overrides and
     ``inputs_digest``; a config is stored only after ``checked`` accepted it."""
 
-    def __init__(self, folder: Path, schema: Path, checked: Callable[[list[str]], RunConfig]):
+    def __init__(self, folder: Path,
+                 checked: Callable[[list[str]], RunConfig] = compose_checked):
         self.folder = folder
-        self.digest = inputs_digest(schema)
+        self.digest = inputs_digest()
         self.checked = checked
 
     def path_of(self, overrides: Sequence[str]) -> Path:
