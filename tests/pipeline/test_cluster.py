@@ -33,15 +33,18 @@ from test_integration import (
     tool_env,
 )
 
+from a2rl.common.layout import cell_path
+from a2rl.config.compose import compose, grid_cells, grid_overrides
+
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 REPO = Path(__file__).resolve().parents[2]
 # fixed training (two rounds of three steps) and a budget far above what it takes, so that no
 # deadline cuts a round or warns on a loaded machine: the records depend on the code alone
-FIXED = ["+agent.env.A2RL_SFT_MAX_ROUNDS=2", "+agent.env.A2RL_SFT_STEPS=3",
+FIXED = ["++agent.settings.sft.max_rounds=2", "++agent.settings.sft.steps=3",
          "budget.time_limit_s=900"]
-CELLS = [f"{task}/{agent}/none/seed0" for task in ("gsm8k_arith", "household")
-         for agent in ("noop", "sft")]
+GRID = grid_cells(compose(grid_overrides("ci")))
+CELLS = [cell_path(**cell) for cell in GRID]
 # the plugin checks job states with squeue (no accounting database here), every few seconds
 SLURM_FLAGS = ["--slurm-status-command", "squeue",
                "--slurm-init-seconds-before-status-checks", "2"]
@@ -157,7 +160,8 @@ def test_every_rule_ran_as_a_slurm_job(slurm_grid, slurm):
     assert {rule for rule, _ in ran} == {
         "prepare_model", "prepare_task", "measure_baseline", "run_agent", "final_grade",
         "summarize_run", "export_model", "build_leaderboard", "build_report"}
-    assert len(ran) == 1 + 2 + 2 + 4 * 4 + 2
+    tasks = len({cell["task"] for cell in GRID})
+    assert len(ran) == 1 + 2 * tasks + 4 * len(GRID) + 2
     assert set(submitted.values()) == ran
     for job_id, (rule, wildcards) in submitted.items():
         record = finished[job_id]
