@@ -69,8 +69,7 @@ NodeName=localhost NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$MEM_MB State=UNKNOW
 PartitionName=a2rl Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 CONF
 
-# munged: started here unless one runs already (slurm_down.sh stops only what this started)
-if ! # Slurm's default config path links to this one: the executor plugin's job step drops
+# Slurm's default config path links to this one: the executor plugin's job step drops
 # SLURM_CONF before its nested srun, which then reads /etc/slurm/slurm.conf. A config there
 # that is not ours is left alone, and this script refuses to run beside it.
 ETC=/etc/slurm/slurm.conf
@@ -80,7 +79,8 @@ if [ -e "$ETC" ] && [ "$(readlink "$ETC" || true)" != "$CONF" ]; then
 fi
 mkdir -p /etc/slurm && ln -sfn "$CONF" "$ETC"
 
-pgrep -x munged >/dev/null; then munged --force && touch "$DIR/munged.ours"; fi
+# munged: started here unless one runs already (slurm_down.sh stops only what this started)
+if ! pgrep -x munged >/dev/null; then munged --force && touch "$DIR/munged.ours"; fi
 # -i: start afresh (ignore saved jobs) when no controller answers
 slurmctld -i -f "$CONF"
 # jobs inherit slurmd's niceness (PropagatePrioProcess=0, the default): on a shared machine the
