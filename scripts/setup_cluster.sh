@@ -18,7 +18,9 @@ if [ -n "$MISSING" ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $MISSING
 fi
 PY=${PYTHON:-python3}
-"$PY" -c "import snakemake_executor_plugin_slurm" 2>/dev/null || {
+# found, not imported: importing it runs `scontrol show config`, which waits ~9 s for a controller
+# that is not started yet
+"$PY" -c "import importlib.util as u, sys; sys.exit(not u.find_spec('snakemake_executor_plugin_slurm'))" || {
   echo "setup_cluster: snakemake-executor-plugin-slurm is missing; run scripts/setup.sh" >&2
   exit 1
 }
