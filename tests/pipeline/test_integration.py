@@ -38,6 +38,9 @@ CI_HOUSEHOLD_GAMES = 4  # conf/grid_task/ci_household.yaml: task.params.test_gam
 CI_ALPACAEVAL_ITEMS = 8  # conf/grid_task/ci_alpacaeval.yaml: task.params.test_size
 WORKSPACE_ENTRIES = {"description.md", "data", "base_model", "code", "output", "scores.json"}
 TIMEOUT_S = 600
+# the whole ci grid (three tasks, six cells, two at a time on 2 cores): about 6 min on an idle
+# machine, over 10 at a load of 8; the limit only catches a hang
+GRID_TIMEOUT_S = 1800
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -162,7 +165,8 @@ def repo_copy(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def ci_grid(repo_copy) -> Path:
     """The copy after ``snakemake --cores 2 --config grid=ci``."""
-    run([sys.executable, "-m", "snakemake", "--cores", "2", "--config", "grid=ci"], repo_copy)
+    run([sys.executable, "-m", "snakemake", "--cores", "2", "--config", "grid=ci"], repo_copy,
+        GRID_TIMEOUT_S)
     return repo_copy
 
 
@@ -352,7 +356,7 @@ def test_snakemake_ci_grid_leaderboard(ci_grid):
 
 def test_dvc_repro_runs_ci_grid(repo_copy):
     started = time.time()
-    output = run([sys.executable, "-m", "dvc", "repro"], repo_copy)
+    output = run([sys.executable, "-m", "dvc", "repro"], repo_copy, GRID_TIMEOUT_S)
     assert "run_grid" in output
     assert "grid=ci" in (repo_copy / "dvc.lock").read_text()
     results = repo_copy / "results"
