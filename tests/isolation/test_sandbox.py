@@ -146,3 +146,19 @@ def test_host_paths_under_tmp_stay_visible(tmp_path):
     done = subprocess.run(argv, capture_output=True, text=True, env=sandbox.host_env({}),
                           timeout=60)
     assert done.stdout.strip() == "visible", done.stderr
+
+
+def test_gpu_device_nodes_are_bound_into_the_sandbox(monkeypatch, tmp_path):
+    """The sandbox's fresh /dev gets the host's NVIDIA device nodes, so an agent can train on
+    the job's GPUs; without them (no GPU) nothing is added."""
+    from a2rl.isolation import sandbox as module
+
+    box = Sandbox("bwrap", tmp_path / "ws", tmp_path / "tools", tmp_path / "grader")
+    monkeypatch.setattr(module, "gpu_devices", lambda: [])
+    assert "--dev-bind" not in box.command(["true"], {})
+    monkeypatch.setattr(module, "gpu_devices", lambda: ["/dev/nvidia0", "/dev/nvidiactl"])
+    command = box.command(["true"], {})
+    for device in ("/dev/nvidia0", "/dev/nvidiactl"):
+        at = command.index(device)
+        assert command[at - 1:at + 2] == ["--dev-bind", device, device]
+    assert command.index("--dev") < command.index("--dev-bind")  # on top of the fresh /dev

@@ -19,11 +19,11 @@ RUN_AGENT_JOB = re.compile(
     r"/(?P<driver>[^/\s]+)/seed(?P<seed>\d+)/run\.json", re.MULTILINE)
 
 
-def snakemake(*args: str, workdir: Path) -> subprocess.CompletedProcess:
+def snakemake(*args: str, workdir: Path, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
          "--directory", str(workdir), *args],
-        capture_output=True, text=True, env=child_env(), timeout=300, check=False)
+        capture_output=True, text=True, env=child_env(), timeout=timeout, check=False)
 
 
 def cell_key(cell: dict) -> tuple:

@@ -1,9 +1,10 @@
 # The agent's run: workspace, grader and sandboxed agent within the budget. The run directory
 # (workspace/, ledger.jsonl, events.jsonl, agent.log) is written next to run.json.
 #
-# The budget is wall-clock time, so an agent gets the machine to itself: the job takes every
-# core Snakemake was given, and no other job (another agent, a baseline) runs beside it. To run
-# agents side by side anyway, ask for it: snakemake --set-threads run_agent=1 ...
+# The budget is wall-clock time, so an agent gets the machine to itself: run here, the job takes
+# every core Snakemake was given, and no other job (another agent, a baseline) runs beside it;
+# on a cluster it gets its agent's CPUs (run_agent_threads). To run agents side by side anyway,
+# ask for it: snakemake --set-threads run_agent=1 ...
 #
 # Retries: only a run the harness failed is run again. Such a run (missing API key, agent CLI
 # not installed, provider outage, grader crash, harness out of memory) writes run.json with
@@ -26,10 +27,11 @@ rule run_agent:
     params:
         overrides=overrides_of_cell,
         infra_retries=INFRA_RETRIES,
+    threads: run_agent_threads
     resources:
         a2rl_attempt=lambda wildcards, attempt: attempt,
+        **resources_of("run_agent"),
     retries: INFRA_RETRIES
-    threads: workflow.cores
     conda:
         "../envs/a2rl.yaml"
     script:

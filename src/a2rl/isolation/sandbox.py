@@ -42,6 +42,10 @@ AGENT_USER = "agent"
 # find it, and the host's user list stays out
 IDENTITY_DIR = "sandbox-etc"  # next to the workspace, never mounted writable
 
+# NVIDIA's device nodes (the GPUs, nvidiactl, nvidia-uvm, ...): the sandbox's fresh /dev has none,
+# so the agent sees the host's GPUs only through these; which of them CUDA uses is
+# CUDA_VISIBLE_DEVICES's business (a2rl.pipeline.runner passes the harness's on)
+GPU_DEVICES = "/dev/nvidia*"
 # areas of the workspace the agent may write; the rest of it is mounted read-only
 WRITABLE = ("code", "output")
 
@@ -150,12 +154,16 @@ class Sandbox:
                 hand_over(area, self.host_uid)
 
     def _mount(self, bwrap: BwrapCommand) -> BwrapCommand:
-        # /proc/sys read-only whoever the agent is; /dev read-only but for a fresh /dev/shm;
+        # /proc/sys read-only whoever the agent is; /dev read-only but for a fresh /dev/shm
+        # (the host's NVIDIA device nodes bound in before it turns read-only);
         # /dev/shm and /tmp writable by the agent's uid (a root-made bwrap folder is root's).
         # The fresh /tmp comes before the binds: host paths under /tmp (a checkout, a venv,
         # agent tools) must land on top of it.
         bwrap.add("--proc", "/proc").ro_bind("/proc/sys", "/proc/sys")
-        bwrap.add("--dev", "/dev", "--remount-ro", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm",
+        bwrap.add("--dev", "/dev")
+        for device in gpu_devices():
+            bwrap.add("--dev-bind", device, device)
+        bwrap.add("--remount-ro", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm",
                   "--perms", "1777", "--tmpfs", "/tmp",
                   # a root harness cannot give bwrap's folder to the agent: it may write it
                   "--perms", "0777" if self.as_root else "0700", "--dir", HOME)
@@ -184,3 +192,8 @@ def hand_over(root: Path, uid: int) -> None:
         for name in dirnames + filenames:
             path = os.path.join(dirpath, name)
             os.lchown(path, uid, uid)
+
+
+def gpu_devices() -> list[str]:
+    """The host's NVIDIA device nodes (none on a machine without an NVIDIA GPU)."""
+    return sorted(str(p) for p in Path("/").glob(GPU_DEVICES.lstrip("/")))

@@ -95,6 +95,10 @@ def agent_env(cfg: RunConfig, sandbox: Sandbox, grader_url: str, http_url: str, 
            "TOKENIZERS_PARALLELISM": "false", "HF_HOME": f"{home}/hf"}
     if not cfg.agent.network:
         env |= {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    # the GPUs this job was given (Slurm and the other schedulers set it): the agent uses those
+    # only, as the grader and vLLM do in the harness's own process
+    if "CUDA_VISIBLE_DEVICES" in os.environ:
+        env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
     env |= settings_env(cfg)
     env |= {k: str(v) for k, v in cfg.agent.env.items()}
     return env
