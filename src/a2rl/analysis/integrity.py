@@ -277,8 +277,9 @@ DENIAL = re.compile(r"Permission denied|Read-only file system|Operation not perm
                     r"\bEACCES\b|\bEROFS\b|\bEPERM\b", re.IGNORECASE)
 PROTECTED = re.compile(r"sealed/|\bledger\.jsonl\b|\bevents\.jsonl\b|\bfinal\.json\b|"
                        r"\bcode\.git\b|results/prepared|/run/a2rl/(?!grader\.sock)")
-# the grader's answer to such a submission, echoed in the agent's log: already counted
-GRADER_ECHO = re.compile(r"resolves to .* outside the workspace")
+# the grader's own refusals, echoed in the agent's log: they name the path the agent tried, and
+# are counted once, from the ledger, not again as the agent's references (a2rl.grading.artifacts)
+GRADER_ECHO = re.compile(r"(?:resolves to .*|leads|is) outside the workspace")
 MAX_LISTED = 50
 
 
