@@ -22,9 +22,10 @@ It writes ``code/grpo_train.py`` (below) and runs it in rounds. One GRPO iterati
 
 Cost on CPU: the prompts dominate (a ~300-token prompt per step of every episode, ~10
 generated tokens), so rollouts run on a bf16 copy of the model and updates under bf16 autocast
-where the hardware computes bf16 natively (``$A2RL_PRECISION``, decided by a2rl.common.hardware; about
-2x and 1.6x faster than fp32 on a 2-core CPU with AVX512-BF16, several times slower where bf16 is
-emulated, so fp32 there), and the vocabulary projection is applied to action positions only.
+where the hardware computes bf16 natively (``$A2RL_PRECISION``, decided by
+a2rl.common.hardware; about 2x and 1.6x faster than fp32 on a 2-core CPU with AVX512-BF16,
+several times slower where bf16 is emulated, so fp32 there), and the vocabulary projection
+is applied to action positions only.
 
 Budget: each round gets a deadline (the budget's end less ``A2RL_RESERVE_S``); an iteration
 starts only when, at the speed measured so far, it ends before it, and a round that fits no
@@ -37,7 +38,10 @@ goes only through the admissible action that was executed.
 Settings (environment): A2RL_GRPO_ROUNDS (4), A2RL_GRPO_ITERS (3 per round), A2RL_GRPO_GAMES
 (8 per iteration), A2RL_GRPO_GROUP (4), A2RL_GRPO_LR (1e-5), A2RL_GRPO_TEMP (1.0),
 A2RL_GRPO_TRAIN_LAYERS (15), A2RL_GRPO_MINIBATCH (16), A2RL_GRPO_STEP_COST (0.01),
-A2RL_GRPO_EXPERT_BONUS (0), A2RL_GRPO_MAX_STEPS (from data/README, default 12). Precision:
+A2RL_GRPO_EXPERT_BONUS (0), A2RL_GRPO_MAX_STEPS (from data/README, default 12),
+A2RL_GRPO_ENV (the data folder's environment, MODULE:CLASS; household_env:HouseholdEnv;
+WebShop: webshop_env:WebShopEnv), A2RL_GRPO_REWARD (won, or score: the episode's final score,
+WebShop's reward), A2RL_GRPO_MAX_NEW_TOKENS (16). Precision:
 the agent config's ``precision`` (auto | bf16 | fp32), passed as A2RL_PRECISION.
 """
 
@@ -76,6 +80,9 @@ def grpo_command(ws: Path, script: Path, model: str, out: Path, k: int, until: f
             "--step-cost", str(setting("STEP_COST", 0.01, float)),
             "--expert-bonus", str(setting("EXPERT_BONUS", 0.0, float)),
             "--train-layers", str(setting("TRAIN_LAYERS", 15)),
+            "--env", setting("ENV", "household_env:HouseholdEnv", str),
+            "--reward", setting("REWARD", "won", str),
+            "--max-new-tokens", str(setting("MAX_NEW_TOKENS", 16)),
             "--stats", str(ws / "code" / "grpo_stats.json"),
             "--deadline", f"{until:.1f}", "--iter-estimate", f"{iter_s:.1f}",
             "--seed", str(int(os.environ.get("A2RL_SEED", "0")) * 100 + k)]

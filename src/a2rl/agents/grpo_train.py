@@ -2,13 +2,14 @@
 agents `grpo` / `sft_grpo` (the method: see a2rl/agents/grpo.py).
 
 Precision: ``--precision`` (default ``$A2RL_PRECISION``, set by the harness from
-``a2rl.common.hardware``): with bf16, rollouts run on a bf16 copy of the policy and updates under bf16
-autocast; with fp32 (any CPU without native bf16) everything stays fp32.
+``a2rl.common.hardware``): with bf16, rollouts run on a bf16 copy of the policy and updates
+under bf16 autocast; with fp32 (any CPU without native bf16) everything stays fp32.
 Deadline: with ``--deadline`` an iteration starts only if it should end before it, and each
 finished iteration is saved; a round with no iteration saves nothing.
 """
 import argparse
 import copy
+import importlib
 import json
 import math
 import os
@@ -125,21 +126,22 @@ def expert_agreement(episode):
     return sum(s["action"] == s["expert"] for s in labelled) / len(labelled) if labelled else 0.0
 
 
-def episode_return(episode, step_cost, expert_bonus):
-    """won - step_cost x steps + expert_bonus x expert agreement: the bonus shapes the sparse
-    win signal so that groups which all lose (or all win) still rank their episodes."""
-    return (float(episode.won) - step_cost * episode.n_steps
-            + expert_bonus * expert_agreement(episode))
+def episode_return(episode, step_cost, expert_bonus, reward="won"):
+    """won (or, with ``reward="score"``, the episode's final score: WebShop's reward in [0, 1])
+    - step_cost x steps + expert_bonus x expert agreement: the bonus shapes the sparse win
+    signal so that groups which all lose (or all win) still rank their episodes."""
+    outcome = float(episode.won) if reward == "won" else float(episode.score)
+    return outcome - step_cost * episode.n_steps + expert_bonus * expert_agreement(episode)
 
 
-def group_samples(picked, episodes, group, step_cost, stats, expert_bonus=0.0):
+def group_samples(picked, episodes, group, step_cost, stats, expert_bonus=0.0, reward="won"):
     """(prompt, action, advantage) for every step of every episode whose group's returns
     differ (``episode_return``); advantage = (return - group mean) / group std. Updates
     ``stats`` (per-game wins and plays)."""
     samples = []
     for k, g in enumerate(picked):
         episodes_k = episodes[k * group:(k + 1) * group]
-        returns = [episode_return(e, step_cost, expert_bonus) for e in episodes_k]
+        returns = [episode_return(e, step_cost, expert_bonus, reward) for e in episodes_k]
         won, played = stats.get(g, [0, 0])
         stats[g] = [won + sum(e.won for e in episodes_k), played + len(episodes_k)]
         mean = sum(returns) / len(returns)
@@ -199,6 +201,13 @@ def arguments():
     p.add_argument("--expert-bonus", type=float, default=0.0,
                    help="return bonus x share of steps that took the env's expert action")
     p.add_argument("--train-layers", type=int, default=15)
+    p.add_argument("--env", default="household_env:HouseholdEnv",
+                   help="MODULE:CLASS of the environment in the data folder; the module also "
+                        "has PROMPT and load_games(data/games)")
+    p.add_argument("--reward", choices=("won", "score"), default="won",
+                   help="episode outcome: won (0/1) or the final score (WebShop's reward)")
+    p.add_argument("--max-new-tokens", type=int, default=16,
+                   help="reply length of a sampled action (a WebShop search needs ~15 tokens)")
     p.add_argument("--minibatch", type=int, default=16)
     # the harness decides (a2rl.common.hardware): bf16 only where the hardware computes it natively
     p.add_argument("--precision", choices=("bf16", "fp32"),
@@ -217,7 +226,10 @@ def main():
     a = arguments().parse_args()
     sys.path.insert(0, a.data)
     from a2rl_envs import Choice, parse_action, play
-    from household_env import PROMPT, HouseholdEnv, load_games
+
+    module_name, _, env_name = a.env.partition(":")
+    env_module = importlib.import_module(module_name)
+    make_env, load_games = getattr(env_module, env_name), env_module.load_games
 
     random.seed(a.seed)
     torch.manual_seed(a.seed)
@@ -238,7 +250,8 @@ def main():
     games = load_games(Path(a.data) / "games")
     stats_path = Path(a.stats) if a.stats else None
     stats = json.loads(stats_path.read_text()) if stats_path and stats_path.exists() else {}
-    policy = SamplingPolicy(sampler, tok, parse_action, Choice, a.temperature)
+    policy = SamplingPolicy(sampler, tok, parse_action, Choice, a.temperature,
+                            a.max_new_tokens)
     log = []
     for it in range(a.iterations):
         if not fits_before(a.deadline, log, a.iter_estimate):
@@ -250,14 +263,16 @@ def main():
         if sampler is not model:
             sampler.load_state_dict(model.state_dict())
         sampler.eval()
-        episodes = play([g for g in picked for _ in range(a.group)], HouseholdEnv, policy,
-                        a.max_steps, PROMPT, keep_prompts=True)
+        episodes = play([g for g in picked for _ in range(a.group)], make_env, policy,
+                        a.max_steps, env_module.PROMPT, keep_prompts=True)
         rolled = time.time()
-        samples = group_samples(picked, episodes, a.group, a.step_cost, stats, a.expert_bonus)
+        samples = group_samples(picked, episodes, a.group, a.step_cost, stats, a.expert_bonus,
+                                a.reward)
         model.train()
         losses = update(model, tok, opt, params, samples, a.minibatch, eos_id, bf16)
         row = {"iteration": it, "episodes": len(episodes),
                "success": 100.0 * sum(e.won for e in episodes) / len(episodes),
+               "mean_score": sum(float(e.score) for e in episodes) / len(episodes),
                "train_steps": len(samples), "updates": len(losses),
                "loss": sum(losses) / max(1, len(losses)),
                "rollout_s": round(rolled - started, 1),
