@@ -239,8 +239,8 @@ def best_reward(raw: dict[str, Any], attributes: list[str], goal: dict[str, Any]
 
 
 class CatalogMaker:
-    """Writes the offline catalog; ``make(n_families)`` gives WebShop's three files' contents
-    and each family's target and search query."""
+    """Writes the offline catalog; ``make(n_families)`` gives WebShop's three files' contents,
+    the targets, each family's ASINs (target first) and a search query per instruction."""
 
     def __init__(self, seed: int, near_misses: int = 3):
         self.rng = random.Random(seed)
@@ -248,13 +248,14 @@ class CatalogMaker:
         self.asins: set[str] = set()
 
     def make(self, n_families: int) -> dict[str, Any]:
-        products, attributes, instructions, targets, queries = [], {}, {}, [], {}
+        products, attributes, instructions, targets, queries, families = [], {}, {}, [], {}, []
         for k in range(n_families):
             family = self._family(TYPES[k % len(TYPES)])
             for raw, attrs in family["products"]:
                 products.append(raw)
                 attributes[raw["asin"]] = {"attributes": attrs}
             target = family["products"][0][0]["asin"]
+            families.append([raw["asin"] for raw, _ in family["products"]])
             instructions[target] = [family["instruction"]]
             targets.append(target)
             queries[instruction_without_price(family["instruction"]["instruction"])] = [
@@ -262,7 +263,8 @@ class CatalogMaker:
         order = list(range(len(products)))
         self.rng.shuffle(order)  # WebShop's product file is shuffled too (items_shuffle)
         return {"products": [products[i] for i in order], "attributes": attributes,
-                "instructions": instructions, "targets": targets, "queries": queries}
+                "instructions": instructions, "targets": targets, "queries": queries,
+                "families": families}
 
     def _family(self, kind: ProductType) -> dict[str, Any]:
         for _ in range(50):
