@@ -24,6 +24,8 @@ fi
 PY=${PYTHON:-python3}
 # the CPU wheel first, so that no later requirement pulls a multi-GB CUDA build
 "$PY" -m pip install -q torch==2.13.0
+# the package and its pinned dependencies (pyproject.toml), among them WebShop's search and
+# reward: bm25s, PyStemmer, thefuzz
 "$PY" -m pip install -q -e ".[dev]"
 # ALFWorld's adapter code without textworld[pddl]: that extra compiles Fast Downward from source.
 # Real ALFWorld games need it (pip install "textworld[pddl]") and the data (alfworld-download).

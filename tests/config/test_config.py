@@ -88,8 +88,18 @@ def test_ci_grid_uses_the_tiny_model_and_small_splits():
 
 
 def test_unimplemented_tasks_compose():
-    cfg = compose(["task=webshop"])
+    cfg = compose(["task=webshop", "task.implemented=false"])
     assert not cfg.task.implemented and cfg.task.level == "L3"
+
+
+def test_webshop_params_are_the_tasks_own():
+    from a2rl_tasks.webshop.params import WebShopParams
+
+    smoke = WebShopParams.from_dict(compose(["grid=smoke", "task=webshop"]).task.params)
+    assert (smoke.source, smoke.test_goals, smoke.max_steps) == ("procedural", 50, 15)
+    paper = WebShopParams.from_dict(compose(["grid=paper", "task=webshop"]).task.params)
+    assert paper.source == "webshop" and paper.test_goals == 500
+    assert paper.product_file.endswith("webshop/items_shuffle_1000.json")
 
 
 def test_gsm8k_params_are_the_tasks_own():
@@ -141,10 +151,12 @@ def test_agent_tasks_limit_an_agent_to_some_tasks():
     pairs = [(c["task"], c["agent"]) for c in grid_cells(cfg)]
     assert pairs == [("gsm8k_arith", "noop"), ("gsm8k_arith", "sft"), ("humaneval", "noop"),
                      ("humaneval", "sft"), ("household", "noop"), ("household", "sft"),
-                     ("household", "sft_grpo")]
+                     ("household", "sft_grpo"), ("webshop", "noop"), ("webshop", "sft"),
+                     ("webshop", "sft_grpo")]
     # an override of the agents keeps the restriction for those still in the grid
     cfg = compose(["grid=smoke", "grid.agents=[sft]"])
-    assert [c["task"] for c in grid_cells(cfg)] == ["gsm8k_arith", "humaneval", "household"]
+    assert [c["task"] for c in grid_cells(cfg)] == ["gsm8k_arith", "humaneval", "household",
+                                                    "webshop"]
 
 
 def test_grid_task_files_size_a_task_for_one_grid_only():

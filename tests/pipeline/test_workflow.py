@@ -41,7 +41,10 @@ def test_dry_run_plans_every_cell(grid, tmp_path):
     assert result.returncode == 0, output
     expected = grid_cells(compose(grid_overrides(grid)))
     planned = planned_cells(output)
-    key = lambda c: (c["task"], c["agent"], c["driver"], c["seed"])
+
+    def key(c):
+        return (c["task"], c["agent"], c["driver"], c["seed"])
+
     assert sorted(map(key, planned)) == sorted(map(key, expected))
     assert "rule build_leaderboard:" in output
     assert not (tmp_path / "results").exists()  # planning writes nothing
@@ -72,7 +75,8 @@ def test_lint_is_clean(tmp_path):
 
 
 def test_unimplemented_task_fails_when_run(tmp_path):
-    result = snakemake("--cores", "1", "--config", "grid=paper", "--",
+    result = snakemake("--cores", "1", "--config", "grid=paper",
+                       'overrides=["task.implemented=false"]', "--",
                        "results/prepared/webshop/prepared.json", workdir=tmp_path)
     assert result.returncode != 0
     log = tmp_path / "results" / "logs" / "prepare_task" / "webshop.log"
