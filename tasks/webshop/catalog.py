@@ -6,7 +6,8 @@ WebShop's five categories (beauty, electronics, fashion, food, garden), each wit
 types that have a search query, a category path, a title noun, an attribute vocabulary, option
 groups and a price range. The catalog is made of *families*: a target product (a brand, 3-4
 attributes, 1-2 option groups with some of their values, a price) with one instruction
-(1-3 of its attributes, 0-2 of its option values, in one of several human-like phrasings),
+(2-3 of its attributes, a value of each of its option groups, in one of several human-like
+phrasings),
 and ``near_misses`` products of the same type that fail that instruction in one way each:
 
 - ``attribute``: one of the wanted attributes is missing (from its attributes and its texts);
@@ -283,9 +284,10 @@ class CatalogMaker:
         brand, descriptor = _brand(rng), rng.choice(_DESCRIPTORS)
         target = _raw_product(_asin(rng, self.asins), kind, brand, descriptor, attrs,
                               options, price)
-        wanted = rng.sample(attrs, rng.randint(1, min(3, len(attrs))))
-        chosen = {g: rng.choice(options[g]) for g in rng.sample(groups, rng.randint(0,
-                                                                                  len(groups)))}
+        # 2-3 attributes and a value of every option group, so that few products other than
+        # the target meet the goal (1 attribute and no option let most of a type win)
+        wanted = rng.sample(attrs, rng.randint(2, min(3, len(attrs))))
+        chosen = {g: rng.choice(options[g]) for g in groups}
         goal = {"query": kind.query, "product_category": kind.path, "name": target["name"],
                 "attributes": wanted, "goal_options": list(chosen.values()),
                 "price_upper": price + 40.0}  # the loosest bound WebShop can draw
