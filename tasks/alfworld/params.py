@@ -16,12 +16,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from omegaconf import OmegaConf
-
-from a2rl.config.types import ConfigError
+from a2rl.config.types import ConfigError, params_dataclass
 
 SOURCES = ("household", "alfworld")
 HOUSEHOLD_GOAL_TYPES = ["put_in", "put_on", "fetch", "open_fetch", "drop", "open"]
@@ -33,7 +31,8 @@ KNOWN_GOAL_TYPES = HOUSEHOLD_GOAL_TYPES + ["pick_two", "close", "lock", "unlock"
 def _range(name: str, value: Any) -> tuple[int, int]:
     lo, hi = (value, value) if isinstance(value, int) else tuple(value)
     if not 1 <= lo <= hi:
-        raise ConfigError(f"task.params.{name}={value!r}; expected [low, high] with 1 <= low <= high")
+        raise ConfigError(f"task.params.{name}={value!r}; expected [low, high] with "
+                          "1 <= low <= high")
     return int(lo), int(hi)
 
 
@@ -85,14 +84,7 @@ class AlfworldParams:
 
     @classmethod
     def from_dict(cls, params: Any) -> AlfworldParams:
-        raw = OmegaConf.to_container(params, resolve=True) if OmegaConf.is_config(params) \
-            else dict(params or {})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise ConfigError(f"task.params has unknown keys {unknown}; expected some of "
-                              f"{sorted(known)}")
-        return cls(**raw)
+        return params_dataclass(cls, params)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}

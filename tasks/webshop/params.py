@@ -16,12 +16,10 @@ works the same way)::
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from omegaconf import OmegaConf
-
-from a2rl.config.types import ConfigError
+from a2rl.config.types import ConfigError, params_dataclass
 
 SOURCES = ("procedural", "webshop")
 
@@ -106,14 +104,7 @@ class WebShopParams:
 
     @classmethod
     def from_dict(cls, params: Any) -> WebShopParams:
-        raw = OmegaConf.to_container(params, resolve=True) if OmegaConf.is_config(params) \
-            else dict(params or {})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise ConfigError(f"task.params has unknown keys {unknown}; expected some of "
-                              f"{sorted(known)}")
-        return cls(**raw)
+        return params_dataclass(cls, params)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

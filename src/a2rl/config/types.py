@@ -25,6 +25,20 @@ class ConfigError(ValueError):
     """A configuration value is missing or outside what it may be."""
 
 
+def params_dataclass(cls, params: Any, where: str = "task.params"):
+    """``cls(**params)`` for a task's options dataclass, from a plain dict or an OmegaConf node
+    (interpolations resolved); an unknown key fails with the keys the dataclass knows."""
+    from dataclasses import fields
+
+    raw = OmegaConf.to_container(params, resolve=True) if OmegaConf.is_config(params) \
+        else dict(params or {})
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ConfigError(f"{where} has unknown keys {unknown}; expected some of {sorted(known)}")
+    return cls(**raw)
+
+
 def _require(ok: bool, message: str) -> None:
     if not ok:
         raise ConfigError(message)
@@ -112,7 +126,8 @@ class AgentConfig:
     network: bool = False
     env: dict[str, str] = field(default_factory=dict)
     torch_threads: int = 0
-    # training precision, resolved by a2rl.common.hardware and handed to the agent as A2RL_PRECISION:
+    # training precision, resolved by a2rl.common.hardware and handed to the agent as
+    # A2RL_PRECISION:
     # auto = bf16 only where the device computes it natively (emulated bf16 is 4-11x slower)
     precision: str = "auto"
     stack: Optional[str] = None
