@@ -17,15 +17,14 @@ import json
 import random
 import shutil
 import time
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import a2rl.task.envs as envs_module
 from a2rl.common.files import iter_jsonl, write_jsonl_atomic
 from a2rl.common.layout import PreparedTaskPaths
-from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
-from a2rl.task.base import EvalResult, Task
+from a2rl.config.types import InferenceConfig, TaskConfig
+from a2rl.task.base import EvalResult, Task, require_test_feedback, score_by_group
 from a2rl.task.envs import (
     Choice,
     EpisodeView,
@@ -96,22 +95,15 @@ def breakdown(rows: list[dict[str, Any]], rewards: list[float],
     out = {"success_pct": 100.0 * sum(r >= 1.0 - 1e-9 for r in rewards) / n,
            "success_ge_half_pct": 100.0 * sum(r >= 0.5 for r in rewards) / n,
            "mean_reward": sum(rewards) / n, "mean_steps": sum(steps) / max(1, len(steps))}
-    groups: dict[str, list[float]] = defaultdict(list)
-    for row, r in zip(rows, rewards, strict=True):
-        groups[row.get("category", "unknown")].append(r)
-    for name in sorted(groups):
-        out[f"score_{name}"] = 100.0 * sum(groups[name]) / len(groups[name])
-        out[f"n_{name}"] = float(len(groups[name]))
-    return out
+    categories = [row.get("category", "unknown") for row in rows]
+    return out | score_by_group(categories, rewards, "score")
 
 
 class WebShopTask(Task):
     def __init__(self, cfg: TaskConfig, data_root: Path):
         super().__init__(cfg, data_root)
         self.params = WebShopParams.from_dict(cfg.params)
-        if cfg.feedback != "test":
-            raise ConfigError(f"task.feedback={cfg.feedback!r}: the {cfg.id} task has no "
-                              "validation split; use feedback=test")
+        require_test_feedback(cfg)
         self.fmt = envs_module.PromptFormat(
             instructions=PROMPT.instructions, history=self.params.history,
             max_observation_chars=PROMPT.max_observation_chars,
