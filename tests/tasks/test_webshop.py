@@ -288,3 +288,12 @@ def test_grpo_script_rolls_out_in_the_shop(prepared, tiny_model, tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     log = json.loads((tmp_path / "grpo" / "grpo_log.json").read_text())
     assert log[0]["episodes"] == 4 and 0.0 <= log[0]["mean_score"] <= 1.0
+
+
+def test_grpo_agent_finds_the_shop_in_its_data(prepared, tmp_path):
+    from a2rl.agents.grpo import data_env
+
+    _, out, _ = prepared
+    assert data_env(out.root) == ("webshop_env:WebShopEnv", "score")
+    (tmp_path / "data").mkdir()
+    assert data_env(tmp_path) == ("household_env:HouseholdEnv", "won")

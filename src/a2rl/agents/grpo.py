@@ -39,9 +39,9 @@ Settings (environment): A2RL_GRPO_ROUNDS (4), A2RL_GRPO_ITERS (3 per round), A2R
 (8 per iteration), A2RL_GRPO_GROUP (4), A2RL_GRPO_LR (1e-5), A2RL_GRPO_TEMP (1.0),
 A2RL_GRPO_TRAIN_LAYERS (15), A2RL_GRPO_MINIBATCH (16), A2RL_GRPO_STEP_COST (0.01),
 A2RL_GRPO_EXPERT_BONUS (0), A2RL_GRPO_MAX_STEPS (from data/README, default 12),
-A2RL_GRPO_ENV (the data folder's environment, MODULE:CLASS; household_env:HouseholdEnv;
-WebShop: webshop_env:WebShopEnv), A2RL_GRPO_REWARD (won, or score: the episode's final score,
-WebShop's reward), A2RL_GRPO_MAX_NEW_TOKENS (16). Precision:
+A2RL_GRPO_ENV (the data folder's environment, MODULE:CLASS: webshop_env:WebShopEnv when
+data/webshop_env/ exists, else household_env:HouseholdEnv), A2RL_GRPO_REWARD (won, or score:
+the episode's final score; score for WebShop), A2RL_GRPO_MAX_NEW_TOKENS (16). Precision:
 the agent config's ``precision`` (auto | bf16 | fp32), passed as A2RL_PRECISION.
 """
 
@@ -68,6 +68,14 @@ def log(message):
     plan_log("grpo", message)
 
 
+def data_env(ws: Path) -> tuple[str, str]:
+    """The environment the data folder ships and the episode outcome to reward: WebShop's
+    (``data/webshop_env/``, its reward) or the household games' (won or lost)."""
+    if (ws / "data" / "webshop_env").is_dir():
+        return "webshop_env:WebShopEnv", "score"
+    return "household_env:HouseholdEnv", "won"
+
+
 def grpo_command(ws: Path, script: Path, model: str, out: Path, k: int, until: float,
                  iter_s: float) -> list[str]:
     return [sys.executable, str(script), "--model", model, "--data", str(ws / "data"),
@@ -80,8 +88,8 @@ def grpo_command(ws: Path, script: Path, model: str, out: Path, k: int, until: f
             "--step-cost", str(setting("STEP_COST", 0.01, float)),
             "--expert-bonus", str(setting("EXPERT_BONUS", 0.0, float)),
             "--train-layers", str(setting("TRAIN_LAYERS", 15)),
-            "--env", setting("ENV", "household_env:HouseholdEnv", str),
-            "--reward", setting("REWARD", "won", str),
+            "--env", setting("ENV", data_env(ws)[0], str),
+            "--reward", setting("REWARD", data_env(ws)[1], str),
             "--max-new-tokens", str(setting("MAX_NEW_TOKENS", 16)),
             "--stats", str(ws / "code" / "grpo_stats.json"),
             "--deadline", f"{until:.1f}", "--iter-estimate", f"{iter_s:.1f}",
