@@ -31,7 +31,11 @@ def cell(agent: str, results: Path, extra: list[str]) -> dict:
     wall = time.perf_counter() - started
     run = results / "runs" / "webshop" / agent / "none" / "seed0"
     final = json.loads((run / "final.json").read_text()) if (run / "final.json").exists() else {}
-    breakdown = final.get("breakdown") or {}
+    # a submission answered with the baseline (noop) has no breakdown of its own
+    baseline = results / "baseline" / "webshop" / "baseline.json"
+    breakdown = final.get("breakdown") or (
+        json.loads(baseline.read_text()).get("test", {}).get("breakdown") or {}
+        if baseline.exists() else {})
     return {"agent": agent, "exit_code": proc.returncode, "wall_s": round(wall, 1),
             "test_score": final.get("test_score"), "test_stderr": final.get("test_stderr"),
             "success_pct": breakdown.get("success_pct"),
