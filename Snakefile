@@ -19,6 +19,6 @@ include: "workflow/rules/report.smk"
 
 rule all:
     input:
-        "results/leaderboard.csv",
-        "results/report",
+        str(PATHS.leaderboard_csv),
+        str(PATHS.report),
         selected_models,

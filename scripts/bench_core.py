@@ -5,8 +5,8 @@
     python scripts/bench_core.py --tiny --n 8 --batch-size 4 --max-new-tokens 8   # quick check
 
 1. Generation: the same N sealed gsm8k_arith test prompts (chat-formatted as the grader does),
-   greedy, through ``a2rl.task.inference.HFGenerator`` batched (``--batch-size``) and one prompt at a
-   time, interleaved batch by batch (see ``bench_generation``); tokens/s, prompts/s, their
+   greedy, through ``a2rl.task.inference.HFGenerator`` batched (``--batch-size``) and one prompt
+   at a time, interleaved batch by batch (see ``bench_generation``); tokens/s, prompts/s, their
    ratio (also per round and per CPU second), and how many completions differ. Counts come from
    the token ids generate() returned: a row's new tokens run up to and including its first end
    of sequence token; "decode slots" are rows x decoding steps of each generate() call, so
@@ -237,17 +237,19 @@ class Stopwatch:
 
 @contextlib.contextmanager
 def timing_grader_steps(watch: Stopwatch) -> Iterator[None]:
-    """Time the grader's copy + hash and materialize steps where the grader looks them up."""
-    from a2rl.grading import grader
+    """Time the grader's copy + hash and materialize steps where the grader looks them up (the
+    grader copies; a2rl.grading.artifacts.score_artifact materializes)."""
+    from a2rl.grading import artifacts, grader
 
-    saved = {name: getattr(grader, name) for name in ("copy_artifact", "materialize_submission")}
+    saved = {(module, name): getattr(module, name) for module, name in (
+        (grader, "copy_artifact"), (artifacts, "materialize_submission"))}
     try:
-        for name, fn in saved.items():
-            setattr(grader, name, watch.wrap(name, fn))
+        for (module, name), fn in saved.items():
+            setattr(module, name, watch.wrap(name, fn))
         yield
     finally:
-        for name, fn in saved.items():
-            setattr(grader, name, fn)
+        for (module, name), fn in saved.items():
+            setattr(module, name, fn)
 
 
 def bench_submission(model_dir: Path, task, prepared, inference, scratch: Path) -> dict[str, Any]:
@@ -269,10 +271,11 @@ def bench_submission(model_dir: Path, task, prepared, inference, scratch: Path) 
     clock = BudgetClock(24 * 3600)
     clock.start()
     service = GradingService(
-        GraderSettings(task=TASK, split="test", baseline=None, max_submissions=10),
-        workspace=workspace, store=run / "store", ledger=Ledger(run / "ledger.jsonl"),
-        base_model=workspace / "base_model", evaluate=evaluate, clock=clock,
-        events=EventLog(run / "events.jsonl", clock), mirror=workspace / "scores.json")
+        GraderSettings(task=TASK, split="test", baseline=None, max_submissions=10,
+                       workspace=workspace, store=run / "store",
+                       base_model=workspace / "base_model", mirror=workspace / "scores.json"),
+        evaluate=evaluate, ledger=Ledger(run / "ledger.jsonl"), clock=clock,
+        events=EventLog(run / "events.jsonl", clock))
     service.submit = watch.wrap("server", service.submit)
     service._record = watch.wrap("record", service._record)
     socket_dir = Path(tempfile.mkdtemp(prefix="a2rl-bench-sock-"))  # AF_UNIX paths are short

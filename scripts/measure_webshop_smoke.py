@@ -7,8 +7,10 @@ Each cell runs as ``a2rl run grid=smoke task=webshop agent=<agent>`` (every stag
 baseline, the agent's 25-minute budget, the final grade in lockstep), one after another. The
 report gives, per cell, the final test score (mean reward x 100) with its standard error, both
 success rates, the baseline, the selected submission, the cell's wall time and the load
-average before and after it (the machine may be shared: the numbers say so). Heavy: expect
-about 1.5-2 hours on 2 idle cores.
+average before and after it (the machine may be shared: the numbers say so), and how long
+each lockstep evaluation took: the base model's (the baseline stage) and every graded
+submission's (the ledger). Heavy: expect about 1.5 hours on 2 idle cores. The report is
+rewritten after every cell, so an interrupted measurement keeps the cells it finished.
 """
 
 from __future__ import annotations
@@ -22,11 +24,25 @@ import time
 from pathlib import Path
 
 
+def eval_seconds(results: Path, run: Path) -> dict:
+    """Seconds of the base model's evaluation (the baseline stage; a cached record keeps the
+    seconds it was measured in) and of each graded submission's (typed ledger entries)."""
+    from a2rl.common.records import read_ledger
+
+    baseline = results / "baseline" / "webshop" / "baseline.json"
+    test = json.loads(baseline.read_text()).get("test", {}) if baseline.exists() else {}
+    ledger = run / "ledger.jsonl"
+    entries = read_ledger(ledger) if ledger.exists() else []
+    return {"baseline_eval_s": test.get("seconds"), "baseline_cached": test.get("cached"),
+            "submission_eval_s": [e.eval_seconds for e in entries if e.valid]}
+
+
 def cell(agent: str, results: Path, extra: list[str]) -> dict:
     load_before = os.getloadavg()
     started = time.perf_counter()
     cmd = [sys.executable, "-c", "import sys; from a2rl.pipeline.cli import main; "
-           "sys.exit(main())", "run", "grid=smoke", "task=webshop", f"agent={agent}", *extra]
+           "sys.exit(main())", "run", "grid=smoke", "task=webshop", f"agent={agent}",
+           f"paths.results={results}", *extra]
     proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
     wall = time.perf_counter() - started
     run = results / "runs" / "webshop" / agent / "none" / "seed0"
@@ -42,6 +58,7 @@ def cell(agent: str, results: Path, extra: list[str]) -> dict:
             "success_ge_half_pct": breakdown.get("success_ge_half_pct"),
             "baseline": final.get("baseline"), "improvement": final.get("improvement"),
             "selected_submission": final.get("selected_submission"),
+            **eval_seconds(results, run),
             "load_average": {"before": load_before, "after": os.getloadavg()},
             "stderr_tail": proc.stderr[-1500:] if proc.returncode else ""}
 
@@ -55,10 +72,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
     a = ap.parse_args(argv)
     rows = []
     for agent in a.agents:
-        rows.append(cell(agent, Path(a.results), a.overrides))
+        rows.append(cell(agent, Path(a.results).resolve(), a.overrides))
         print(json.dumps(rows[-1]), flush=True)
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(rows, indent=1))
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.out).write_text(json.dumps(rows, indent=1))
     return rows
 
 

@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> dict:
         description=__doc__.split("\n\n")[0],
         epilog="Other options (--iterations, --games, --group, --lr, --temperature, --max-steps, "
                "--train-layers, --minibatch, --expert-bonus, --precision, ...) go to the GRPO "
-               "script unchanged, with its defaults.")
+               "script unchanged; the others are the grpo agent's defaults (GrpoSettings).")
     ap.add_argument("--start", help="model folder GRPO starts from")
     ap.add_argument("--tiny", action="store_true", help="tiny random model, ci-sized games")
     ap.add_argument("--rounds", type=int, default=3)
@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--work", default=None, help="folder for the rounds' models (default: tmp)")
     ap.add_argument("--out", default=None, help="write the report (JSON) here")
     a, grpo_args = ap.parse_known_args(argv)
-    from a2rl.agents.grpo import GRPO_SCRIPT
+    from a2rl.agents.grpo import GRPO_SCRIPT, method_args
+    from a2rl.agents.settings import GrpoSettings
     from a2rl.common.files import write_text_atomic
     from a2rl.common.hardware import describe, resolve_precision
 
@@ -109,7 +110,9 @@ def main(argv: list[str] | None = None) -> dict:
     shutil.copy(GRPO_SCRIPT, script)
     # the precision the harness would hand an agent on this machine, unless --precision says
     os.environ.setdefault("A2RL_PRECISION", resolve_precision("auto"))
-    # the GRPO script's own parser checks the pass-through options before anything runs
+    # the agent's defaults, then the pass-through options (the last of a repeated option wins),
+    # checked by the GRPO script's own parser before anything runs
+    grpo_args = [*method_args(GrpoSettings()), *grpo_args]
     settings = vars(load_grpo_script(script).arguments().parse_args(
         ["--model", str(start), "--data", str(prepared.data), "--out", str(work), *grpo_args]))
 

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("A2RL_DATA") or REPO.parent / "shared" / "data").resolve()
+from checkout import FIXTURE_DATA
+
 TASK = "gsm8k_arith"
 PLANTED = 5  # sealed test items the cheater is given
 CHEATER = r"""
@@ -41,7 +40,7 @@ subprocess.call(["a2rl", "submit", "../ledger.jsonl"])
 
 
 def overrides(root: Path, agent: str = "noop") -> list[str]:
-    return ["grid=ci", f"agent={agent}", f"paths.root={root}", f"paths.data={DATA}"]
+    return ["grid=ci", f"agent={agent}", f"paths.root={root}", f"paths.data={FIXTURE_DATA}"]
 
 
 def sealed_items(root: Path) -> list[dict[str, Any]]:
@@ -67,8 +66,7 @@ def cell_config(root: Path, agent: str):
     cfg = compose(overrides(root, agent))
     if agent == "sft":
         cfg.budget.time_limit_s = 150
-        cfg.agent.env = {"A2RL_SFT_MAX_ROUNDS": "2", "A2RL_SFT_STEPS": "8",
-                         "A2RL_SFT_BATCH": "4"}
+        cfg.agent.settings = {"sft": {"max_rounds": 2, "steps": 8, "batch": 4}}
     return cfg
 
 

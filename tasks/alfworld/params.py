@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from a2rl.config.types import ConfigError, params_dataclass
+from a2rl.config.checks import from_mapping, require
 
 SOURCES = ("household", "alfworld")
 HOUSEHOLD_GOAL_TYPES = ["put_in", "put_on", "fetch", "open_fetch", "drop", "open"]
@@ -29,62 +29,81 @@ KNOWN_GOAL_TYPES = HOUSEHOLD_GOAL_TYPES + ["pick_two", "close", "lock", "unlock"
 
 
 def _range(name: str, value: Any) -> tuple[int, int]:
+    """``value``, [low, high] or one number for both, as (low, high)."""
     lo, hi = (value, value) if isinstance(value, int) else tuple(value)
-    if not 1 <= lo <= hi:
-        raise ConfigError(f"task.params.{name}={value!r}; expected [low, high] with "
-                          "1 <= low <= high")
+    require(1 <= lo <= hi,
+            f"task.params.{name}={value!r}; expected [low, high] with 1 <= low <= high")
     return int(lo), int(hi)
 
 
 @dataclass
 class AlfworldParams:
-    source: str = "household"
-    train_games: int = 120        # household: games made for the agent; alfworld: cap (null: all)
-    test_games: int = 50          # household: sealed games; alfworld: 134 = the whole split
-    max_steps: int = 12
-    train_seed: int = 1_000_000   # household: first seed tried for train games
-    test_seed: int = 7_340_117    # household: first seed tried for test games
-    rooms: Any = (2, 4)
-    objects: Any = (6, 10)
-    quest_length: Any = (2, 4)
-    goal_types: list[str] = field(default_factory=lambda: list(HOUSEHOLD_GOAL_TYPES))
-    history: int = 2              # previous steps in the prompt
-    max_new_tokens: int = 24      # reply length when the grader generates an action
-    random_seeds: int = 3         # random-policy baseline: mean over this many seeds
-    trajectories_per_game: int = 2  # expert demonstrations per train game (1 clean + perturbed)
-    # alfworld only
-    split: str = "eval_out_of_distribution"
-    train_split: str = "train"
-    data_env: str = "ALFWORLD_DATA"
+    """Games, episode limits and prompting of the ALFWorld task (both sources); the household
+    generator's own knobs (rooms, objects, quest_length, goal_types, seeds) and the real
+    games' (split, train_split, data_env) are ignored by the other source."""
+
+    source: str = field(default="household", metadata={
+        "help": "household (games generated with TextWorld, offline) or alfworld (the real "
+                "games under $ALFWORLD_DATA)."})
+    train_games: int | None = field(default=120, metadata={
+        "help": "household: games made for the agent; alfworld: a cap (null: all)."})
+    test_games: int | None = field(default=50, metadata={
+        "help": "household: sealed games; alfworld: a cap (134 = the whole split)."})
+    max_steps: int = field(default=12, metadata={"help": "Actions per episode at most."})
+    train_seed: int = field(default=1_000_000, metadata={
+        "help": "household: first seed tried for train games."})
+    test_seed: int = field(default=7_340_117, metadata={
+        "help": "household: first seed tried for test games (far from train_seed)."})
+    rooms: tuple[int, int] = field(default=(2, 4), metadata={
+        "help": "household: rooms per game, [low, high] (or one number for both)."})
+    objects: tuple[int, int] = field(default=(6, 10), metadata={
+        "help": "household: objects per game, [low, high] (or one number for both)."})
+    quest_length: tuple[int, int] = field(default=(2, 4), metadata={
+        "help": "household: actions the quest needs, [low, high] (or one number for both)."})
+    goal_types: list[str] = field(default_factory=lambda: list(HOUSEHOLD_GOAL_TYPES),
+                                  metadata={"help": f"household: goal kinds, from "
+                                                    f"{KNOWN_GOAL_TYPES}."})
+    history: int = field(default=2, metadata={"help": "Previous steps in the prompt."})
+    max_new_tokens: int = field(default=24, metadata={
+        "help": "Reply length when the grader generates an action."})
+    random_seeds: int = field(default=3, metadata={
+        "help": "Random-policy baseline: mean over this many seeds."})
+    trajectories_per_game: int = field(default=2, metadata={
+        "help": "Expert demonstrations per train game (1 clean + perturbed)."})
+    split: str = field(default="eval_out_of_distribution", metadata={
+        "help": "alfworld: the split the test games come from."})
+    train_split: str = field(default="train", metadata={
+        "help": "alfworld: the split the train games come from."})
+    data_env: str = field(default="ALFWORLD_DATA", metadata={
+        "help": "alfworld: the environment variable naming the data folder."})
 
     def __post_init__(self) -> None:
-        if self.source not in SOURCES:
-            raise ConfigError(f"task.params.source={self.source!r}; expected one of {SOURCES}")
+        require(self.source in SOURCES,
+                f"task.params.source={self.source!r}; expected one of {SOURCES}")
         for name in ("train_games", "test_games"):
             value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ConfigError(f"task.params.{name}={value}; expected >= 1 or null")
-        if self.max_steps < 1:
-            raise ConfigError(f"task.params.max_steps={self.max_steps}; expected >= 1")
+            require(value is None or value >= 1,
+                    f"task.params.{name}={value}; expected >= 1 or null")
+        require(self.max_steps >= 1, f"task.params.max_steps={self.max_steps}; expected >= 1")
         self.rooms = _range("rooms", self.rooms)
         self.objects = _range("objects", self.objects)
         self.quest_length = _range("quest_length", self.quest_length)
         if self.source == "household":
             span = (self.train_games or 0) * 20
-            if abs(self.train_seed - self.test_seed) < span + (self.test_games or 0) * 20:
-                raise ConfigError(f"task.params.train_seed={self.train_seed} and test_seed="
-                                  f"{self.test_seed} are too close: their seed ranges may overlap")
+            require(abs(self.train_seed - self.test_seed) >= span + (self.test_games or 0) * 20,
+                    f"task.params.train_seed={self.train_seed} and test_seed={self.test_seed} "
+                    f"are too close: their seed ranges may overlap")
         unknown = sorted(set(self.goal_types) - set(KNOWN_GOAL_TYPES))
-        if unknown or not self.goal_types:
-            raise ConfigError(f"task.params.goal_types={self.goal_types}: expected a non-empty "
-                              f"list from {KNOWN_GOAL_TYPES}")
-        if self.trajectories_per_game < 1:
-            raise ConfigError(f"task.params.trajectories_per_game={self.trajectories_per_game}; "
-                              "expected >= 1")
+        require(not unknown and bool(self.goal_types),
+                f"task.params.goal_types={self.goal_types}: expected a non-empty list from "
+                f"{KNOWN_GOAL_TYPES}")
+        require(self.trajectories_per_game >= 1,
+                f"task.params.trajectories_per_game={self.trajectories_per_game}; expected >= 1")
 
     @classmethod
     def from_dict(cls, params: Any) -> AlfworldParams:
-        return params_dataclass(cls, params)
+        """Build from ``TaskConfig.params``; unknown keys are an error that names them."""
+        return from_mapping(cls, params, "task.params")
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}

@@ -81,16 +81,18 @@ class AlfworldTask(Task):
         from .alfworld_data import AlfworldEnv
         return AlfworldEnv
 
-    def _games(self, split: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    def _games(self, split: Path) -> tuple[list[dict[str, Any]], list[str], Path]:
+        """The split's rows, their game ids and the folder the ids are relative to."""
         rows = list(iter_jsonl(split))
         if not rows:
             raise ValueError(f"{split}: no games to evaluate")
-        games = [str((split.parent / row["game"]).resolve()) for row in rows]
-        missing = [g for g in games if not Path(g).exists()]
+        root = split.parent.resolve()
+        games = [row["game"] for row in rows]
+        missing = [g for g in games if not (root / g).exists()]
         if missing:
             raise FileNotFoundError(f"{split}: {len(missing)} game files missing, e.g. "
-                                    f"{missing[0]}; re-run prepare")
-        return rows, games
+                                    f"{root / missing[0]}; re-run prepare")
+        return rows, games, root
 
     # ---- data -------------------------------------------------------------------------------
 
@@ -139,7 +141,7 @@ class AlfworldTask(Task):
         random_baseline = self.random_baseline(out.test)
         types = [r["goal_type"] for r in test_rows]
         return {
-            "task": self.cfg.name, "task_id": self.cfg.id, "source": source,
+            "task": self.cfg.package, "task_id": self.cfg.id, "source": source,
             "sizes": {"train_games": len(train_files), "test": len(test_rows),
                       "train_pairs": len(demos["pairs"]),
                       "trajectories": len(demos["trajectories"])},
@@ -157,17 +159,19 @@ class AlfworldTask(Task):
         prompt -> expert-action pairs in the grader's prompt format."""
         p = self.params
         make_env = self._env_factory()
+        ids = [str(Path(g).relative_to(base)) for g in games]
+        types = {str(Path(g).relative_to(base)): t for g, t in types.items()}
         trajectories, pairs, clean_won = [], [], 0.0
         for k in range(p.trajectories_per_game):
             policy = ExpertPolicy(k) if k == 0 else PerturbedExpert(k, 0.3, p.max_steps)
-            episodes = play(games, make_env, policy, p.max_steps + (4 if k else 0), self.fmt,
-                            keep_prompts=True)
+            episodes = play(ids, make_env, policy, p.max_steps + (4 if k else 0), self.fmt,
+                            keep_prompts=True, root=base)
             if k == 0:
                 clean_won = success_rate(episodes)
             for ep in episodes:
-                gid = str(Path(ep.game).relative_to(base))
+                gid = ep.game
                 trajectories.append({
-                    "game": gid, "goal_type": types[ep.game], "goal": ep.goal,
+                    "game": gid, "goal_type": types[gid], "goal": ep.goal,
                     "kind": "expert" if k == 0 else "perturbed_expert", "won": ep.won,
                     "actions": [s["action"] for s in ep.steps],
                     "expert_actions": [s["expert"] for s in ep.steps],
@@ -181,11 +185,11 @@ class AlfworldTask(Task):
 
     def random_baseline(self, split: Path) -> dict[str, Any]:
         """Success rate of a uniformly random admissible action (mean over seeds)."""
-        rows, games = self._games(split)
+        rows, games, root = self._games(split)
         scores, won = [], [0.0] * len(games)
         for seed in range(self.params.random_seeds):
             eps = play(games, self._env_factory(), RandomPolicy(seed), self.params.max_steps,
-                       self.fmt)
+                       self.fmt, root=root)
             scores.append(success_rate(eps))
             won = [w + e.won / self.params.random_seeds for w, e in zip(won, eps)]
         return {"score": sum(scores) / len(scores), "per_seed": scores,
@@ -235,11 +239,12 @@ class AlfworldTask(Task):
         from a2rl.task.inference import load_generator
 
         started = time.perf_counter()
-        rows, games = self._games(split)
+        rows, games, root = self._games(split)
         generator = load_generator(Path(model_dir), inference)
         try:
             policy = GeneratorPolicy(generator, self.params.max_new_tokens)
-            episodes = play(games, self._env_factory(), policy, self.params.max_steps, self.fmt)
+            episodes = play(games, self._env_factory(), policy, self.params.max_steps, self.fmt,
+                            root=root)
         finally:
             close = getattr(generator, "close", None)
             if close:

@@ -77,10 +77,10 @@ def load_games(folder: str | Path) -> list[str]:
 class HouseholdEnv(TextEnv):
     """A TextWorld game file as a ``TextEnv``. Reward is the change of the game's score; the
     episode is done when the game is won or lost. The action list leaves out idle commands
-    (look, inventory, examine ...), which the game still accepts. ``info["expert"]`` is the first action of the
-    game's winning policy from the current state (TextWorld recomputes it after every step, so
-    it labels expert actions off the expert path too); ``info["walkthrough"]`` the full
-    walkthrough from the start."""
+    (look, inventory, examine ...), which the game still accepts. ``info["expert"]`` is the first
+    action of the game's winning policy from the current state (TextWorld recomputes it after
+    every step, so it labels expert actions off the expert path too); ``info["walkthrough"]``
+    the full walkthrough from the start."""
 
     def __init__(self):
         self.env = None

@@ -18,12 +18,10 @@ A procedural variant::
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from omegaconf import OmegaConf
-
-from a2rl.config.types import ConfigError
+from a2rl.config.checks import check_keys, from_mapping, require
 
 SOURCE_KINDS = ("hf", "jsonl", "reasoning_gym")
 
@@ -31,18 +29,6 @@ DEFAULT_INSTRUCTION = (
     "Solve the following math problem step by step. "
     "At the end, write the final answer as a number on its own line in the form: #### <number>"
 )
-
-
-def _require(ok: bool, message: str) -> None:
-    if not ok:
-        raise ConfigError(message)
-
-
-def _check_keys(cls: type, given: dict[str, Any], where: str) -> None:
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(given) - known)
-    _require(not unknown,
-             f"{where}: unknown key(s) {unknown}; expected some of {sorted(known)}")
 
 
 @dataclass
@@ -56,22 +42,25 @@ class SourceParams:
     procedural, so every split is drawn from its own seed.
     """
 
-    kind: str = "jsonl"
-    hf_id: str = "openai/gsm8k"
-    hf_config: str = "main"
-    path: str = "gsm8k"
-    dataset: str = "chain_sum"
-    kwargs: dict[str, Any] = field(default_factory=dict)
+    kind: str = field(default="jsonl", metadata={"help": f"One of {SOURCE_KINDS}."})
+    hf_id: str = field(default="openai/gsm8k", metadata={"help": "Hub dataset id (kind hf)."})
+    hf_config: str = field(default="main", metadata={"help": "Hub dataset config (kind hf)."})
+    path: str = field(default="gsm8k", metadata={
+        "help": "Folder under the data root with train.jsonl and test.jsonl (kind jsonl)."})
+    dataset: str = field(default="chain_sum", metadata={
+        "help": "reasoning_gym dataset name (kind reasoning_gym)."})
+    kwargs: dict[str, Any] = field(default_factory=dict, metadata={
+        "help": "Extra arguments of reasoning_gym.create_dataset (kind reasoning_gym)."})
 
     def __post_init__(self) -> None:
-        _require(self.kind in SOURCE_KINDS,
-                 f"task.params.source.kind={self.kind!r}; expected one of {SOURCE_KINDS}")
-        _require(bool(self.hf_id) or self.kind != "hf", "task.params.source.hf_id is empty")
-        _require(bool(self.path) or self.kind != "jsonl", "task.params.source.path is empty")
-        _require(bool(self.dataset) or self.kind != "reasoning_gym",
-                 "task.params.source.dataset is empty")
-        _require(isinstance(self.kwargs, dict),
-                 f"task.params.source.kwargs={self.kwargs!r}; expected a mapping")
+        require(self.kind in SOURCE_KINDS,
+                f"task.params.source.kind={self.kind!r}; expected one of {SOURCE_KINDS}")
+        require(bool(self.hf_id) or self.kind != "hf", "task.params.source.hf_id is empty")
+        require(bool(self.path) or self.kind != "jsonl", "task.params.source.path is empty")
+        require(bool(self.dataset) or self.kind != "reasoning_gym",
+                "task.params.source.dataset is empty")
+        require(isinstance(self.kwargs, dict),
+                f"task.params.source.kwargs={self.kwargs!r}; expected a mapping")
 
     @property
     def procedural(self) -> bool:
@@ -82,9 +71,9 @@ class SourceParams:
     def from_dict(cls, raw: dict[str, Any] | str) -> SourceParams:
         if isinstance(raw, str):  # shorthand: `source: jsonl`
             raw = {"kind": raw}
-        _require(isinstance(raw, dict),
-                 f"task.params.source={raw!r}; expected a mapping or one of {SOURCE_KINDS}")
-        _check_keys(cls, raw, "task.params.source")
+        require(isinstance(raw, dict),
+                f"task.params.source={raw!r}; expected a mapping or one of {SOURCE_KINDS}")
+        check_keys(cls, raw, "task.params.source")
         raw = dict(raw)
         raw["kwargs"] = dict(raw.get("kwargs") or {})
         return cls(**raw)
@@ -107,49 +96,54 @@ class GSM8KParams:
     the model's default). ``max_new_tokens`` overrides ``inference.max_new_tokens`` when set.
     """
 
-    source: SourceParams = field(default_factory=SourceParams)
-    train_size: int | None = None
-    test_size: int | None = None
-    validation_size: int = 0
-    train_seed: int = 1_000_000
-    test_seed: int = 0
-    validation_seed: int = 2_000_000
-    shots: int = 0
-    instruction: str = DEFAULT_INSTRUCTION
-    system_prompt: str | None = None
-    max_new_tokens: int | None = None
+    source: SourceParams = field(default_factory=SourceParams, metadata={
+        "help": "Where the items come from (a mapping, or just its kind: `source: jsonl`)."})
+    train_size: int | None = field(default=None, metadata={
+        "help": "Items in the agent's train.jsonl; null: all the source has (fixed pools)."})
+    test_size: int | None = field(default=None, metadata={
+        "help": "Items in the sealed test split; null: all the source's test items."})
+    validation_size: int = field(default=0, metadata={
+        "help": "Items in the validation split, held out of train.jsonl; 0: none."})
+    train_seed: int = field(default=1_000_000, metadata={"help": "Seed of the train split."})
+    test_seed: int = field(default=0, metadata={"help": "Seed of the test split."})
+    validation_seed: int = field(default=2_000_000, metadata={
+        "help": "Seed of the validation split."})
+    shots: int = field(default=0, metadata={
+        "help": "Worked train examples in each prompt, 0..16."})
+    instruction: str = field(default=DEFAULT_INSTRUCTION, metadata={
+        "help": "The user turn's opening, before the examples and the question."})
+    system_prompt: str | None = field(default=None, metadata={
+        "help": "The chat template's system turn; null: the model's default."})
+    max_new_tokens: int | None = field(default=None, metadata={
+        "help": "Overrides inference.max_new_tokens when set."})
 
     def __post_init__(self) -> None:
         if not isinstance(self.source, SourceParams):
             self.source = SourceParams.from_dict(self.source)
         for name in ("train_size", "test_size"):
             value = getattr(self, name)
-            _require(value is None or (isinstance(value, int) and value >= 1),
-                     f"task.params.{name}={value!r}; expected an integer >= 1 or null (all)")
-            _require(value is not None or not self.source.procedural,
-                     f"task.params.{name} is null but source.kind=reasoning_gym generates "
-                     f"items without end; give a number")
-        _require(isinstance(self.validation_size, int) and self.validation_size >= 0,
-                 f"task.params.validation_size={self.validation_size!r}; expected an integer "
-                 f">= 0 (0 = no validation split)")
+            require(value is None or (isinstance(value, int) and value >= 1),
+                    f"task.params.{name}={value!r}; expected an integer >= 1 or null (all)")
+            require(value is not None or not self.source.procedural,
+                    f"task.params.{name} is null but source.kind=reasoning_gym generates "
+                    f"items without end; give a number")
+        require(isinstance(self.validation_size, int) and self.validation_size >= 0,
+                f"task.params.validation_size={self.validation_size!r}; expected an integer "
+                f">= 0 (0 = no validation split)")
         for name in ("train_seed", "test_seed", "validation_seed"):
-            _require(isinstance(getattr(self, name), int),
-                     f"task.params.{name}={getattr(self, name)!r}; expected an integer")
-        _require(isinstance(self.shots, int) and 0 <= self.shots <= 16,
-                 f"task.params.shots={self.shots!r}; expected an integer in 0..16")
-        _require(isinstance(self.instruction, str),
-                 f"task.params.instruction={self.instruction!r}; expected a string")
-        _require(self.max_new_tokens is None or self.max_new_tokens >= 1,
-                 f"task.params.max_new_tokens={self.max_new_tokens!r}; expected >= 1 or null")
+            require(isinstance(getattr(self, name), int),
+                    f"task.params.{name}={getattr(self, name)!r}; expected an integer")
+        require(isinstance(self.shots, int) and 0 <= self.shots <= 16,
+                f"task.params.shots={self.shots!r}; expected an integer in 0..16")
+        require(isinstance(self.instruction, str),
+                f"task.params.instruction={self.instruction!r}; expected a string")
+        require(self.max_new_tokens is None or self.max_new_tokens >= 1,
+                f"task.params.max_new_tokens={self.max_new_tokens!r}; expected >= 1 or null")
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any] | None) -> GSM8KParams:
         """Build from ``TaskConfig.params``; unknown keys are an error that names them."""
-        if OmegaConf.is_config(raw):
-            raw = OmegaConf.to_container(raw, resolve=True)
-        raw = dict(raw or {})
-        _check_keys(cls, raw, "task.params")
-        return cls(**raw)
+        return from_mapping(cls, raw, "task.params")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

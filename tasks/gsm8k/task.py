@@ -124,7 +124,7 @@ class GSM8KTask(Task):
             out.validation.unlink(missing_ok=True)
 
         return {
-            "task": self.cfg.name,
+            "task": self.cfg.package,
             "task_id": self.cfg.id,
             "source": source.describe(),
             "sizes": {"train": len(train), "validation": len(validation), "test": len(test)},
@@ -158,8 +158,8 @@ class GSM8KTask(Task):
             + (f"The grader's user turn also holds {self.params.shots} worked examples from this "
                "file between the instruction and the question.\n\n" if self.params.shots else "")
             + "The reply scores 1 when its final number equals the answer's: the number after "
-            "the first `####` it directly follows, else in the last `\\boxed{}`, else after the last "
-            "\"answer is\", else the last number in the reply.\n"
+            "the first `####` it directly follows, else in the last `\\boxed{}`, else after "
+            "the last \"answer is\", else the last number in the reply.\n"
         )
 
     # ---- scoring ----------------------------------------------------------------------------
@@ -173,19 +173,15 @@ class GSM8KTask(Task):
         return user_prompt(item["question"], self.params.instruction), self.params.system_prompt
 
     def evaluate(self, model_dir: Path, split: Path, inference: InferenceConfig) -> EvalResult:
-        from a2rl.task.inference import format_chat, load_generator
+        from a2rl.task.inference import chat_replies
 
         started = time.perf_counter()
         items = list(iter_jsonl(split))
         if not items:
             raise ValueError(f"{split}: no items to evaluate")
-        generator = load_generator(Path(model_dir), inference)
-        prompts = []
-        for item in items:
-            user, system = self._turns(item, split)
-            prompts.append(format_chat(generator.tokenizer, user, system))
-        completions = generator.generate(
-            prompts, max_new_tokens=self.params.max_new_tokens or inference.max_new_tokens)
+        prompts, completions = chat_replies(
+            Path(model_dir), inference, [self._turns(item, split) for item in items],
+            self.params.max_new_tokens or inference.max_new_tokens)
         result = self.score_replies(items, completions, prompts)
         result.seconds = time.perf_counter() - started
         return result

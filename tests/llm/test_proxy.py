@@ -16,7 +16,11 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from a2rl.llm.proxy import LLMProxy, LoopbackServer, ProxySettings, llm_totals
+from a2rl.llm.loopback import LoopbackServer
+from a2rl.llm.parse import to_chat_request
+from a2rl.llm.proxy import LLMProxy, llm_totals
+from a2rl.llm.render import render_json, render_sse
+from a2rl.llm.upstream import ProxySettings
 from a2rl.llm.wire import (
     ANTHROPIC,
     GEMINI,
@@ -25,9 +29,6 @@ from a2rl.llm.wire import (
     ToolCall,
     Turn,
     UsageTracker,
-    render_json,
-    render_sse,
-    to_chat_request,
     usage_of,
 )
 

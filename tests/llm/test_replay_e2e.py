@@ -43,9 +43,8 @@ from a2rl.llm.wire import (
     OPENAI_RESPONSES,
     UsageTracker,
 )
+from checkout import REPO, child_env
 
-REPO = Path(__file__).resolve().parents[2]
-DATA = Path(os.environ.get("A2RL_DATA") or REPO.parent / "shared" / "data").resolve()
 SCRIPT = ReplayScript.parse({"turns": [
     {"text": "look", "shell": "ls"},
     {"tool": {"name": "Read", "arguments": {"file_path": "/workspace/description.md"}}},
@@ -230,15 +229,11 @@ def e2e_root(tmp_path_factory) -> Path:
 
 
 def a2rl_run(root: Path, stack: str, *overrides: str, timeout: float = 900):
-    env = dict(os.environ)
-    env.update({"A2RL_CONF": str(REPO / "conf"), "A2RL_DATA": str(DATA),
-                TOOLS_ENV: os.environ.get(TOOLS_ENV, str(REPO / "resources" / "tools")),
-                "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-                "TOKENIZERS_PARALLELISM": "false",
-                "ANTHROPIC_API_KEY": HARNESS_SECRET, "OPENAI_API_KEY": HARNESS_SECRET})
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "src"), str(REPO),
-                                                    env.get("PYTHONPATH")) if p)
-    command = [sys.executable, "-c", "import sys; from a2rl.pipeline.cli import main; sys.exit(main())",
+    env = child_env(**{"A2RL_CONF": str(REPO / "conf"),
+                       TOOLS_ENV: os.environ.get(TOOLS_ENV, str(REPO / "resources" / "tools")),
+                       "ANTHROPIC_API_KEY": HARNESS_SECRET, "OPENAI_API_KEY": HARNESS_SECRET})
+    command = [sys.executable, "-c",
+               "import sys; from a2rl.pipeline.cli import main; sys.exit(main())",
                "run", "grid=ci", f"agent={stack}", "driver=replay", f"paths.root={root}",
                f"driver.script={root / 'script.yaml'}", "budget.time_limit_s=300", *overrides]
     done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True,

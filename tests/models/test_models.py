@@ -1,4 +1,5 @@
-"""a2rl.models.provision: hashing, the tiny model, SmolLM2 conversion and submission checks."""
+"""a2rl.models: hashing (hf_folder), the tiny model and SmolLM2 conversion (provision) and
+submission checks (submission)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,9 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from a2rl.models.provision import (
-    InvalidSubmission,
-    build_tiny_model,
-    content_hash,
-    convert_smollm2,
-    materialize_submission,
-    prepare_base_model,
-)
+from a2rl.models.hf_folder import content_hash
+from a2rl.models.provision import build_tiny_model, convert_smollm2, prepare_base_model
+from a2rl.models.submission import InvalidSubmission, materialize_submission
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 

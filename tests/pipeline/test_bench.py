@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_core.py"
+from checkout import REPO
+
+SCRIPT = REPO / "scripts" / "bench_core.py"
 
 
 def load_script(path: Path = SCRIPT):

@@ -26,15 +26,15 @@ from pathlib import Path
 import psutil
 import pytest
 
+from checkout import REPO, child_env
+
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
-# task data sources (unused by gsm8k_arith, which generates its items; set for completeness)
-DATA = Path(os.environ.get("A2RL_DATA") or REPO.parent / "shared" / "data").resolve()
 TASK = "gsm8k_arith"
 AGENTS = ("noop", "sft")
 CI_TEST_SIZE = 16  # conf/grid_task/ci_gsm8k_arith.yaml: task.params.test_size
 CI_HOUSEHOLD_GAMES = 4  # conf/grid_task/ci_household.yaml: task.params.test_games
+CI_ALPACAEVAL_ITEMS = 8  # conf/grid_task/ci_alpacaeval.yaml: task.params.test_size
 WORKSPACE_ENTRIES = {"description.md", "data", "base_model", "code", "output", "scores.json"}
 TIMEOUT_S = 600
 
@@ -57,13 +57,7 @@ def scratch_copy(dest: Path) -> Path:
 
 def tool_env(root: Path) -> dict[str, str]:
     """The environment of every command: offline, this checkout's code, the copy's conf/."""
-    env = dict(os.environ)
-    env.update({"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-                "TOKENIZERS_PARALLELISM": "false", "A2RL_DATA": str(DATA),
-                "A2RL_CONF": str(root / "conf")})
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(REPO / "src"), env.get("PYTHONPATH")) if p)
-    return env
+    return child_env(A2RL_CONF=str(root / "conf"))
 
 
 def logs_of(root: Path, limit: int = 3000) -> str:
@@ -86,9 +80,12 @@ def run(cmd: list[str], root: Path, timeout: float = TIMEOUT_S) -> str:
 
 
 def a2rl(*args: str) -> list[str]:
-    """The ``a2rl`` console script of this interpreter (``python -m a2rl.pipeline.cli`` without one)."""
+    """The ``a2rl`` console script of this interpreter (``python -m a2rl.pipeline.cli`` without
+    one)."""
     script = Path(sys.executable).parent / "a2rl"
-    return [str(script), *args] if script.exists() else [sys.executable, "-m", "a2rl.pipeline.cli", *args]
+    if script.exists():
+        return [str(script), *args]
+    return [sys.executable, "-m", "a2rl.pipeline.cli", *args]
 
 
 def read_json(path: Path):
@@ -265,6 +262,31 @@ def test_snakemake_ci_grid_household_cell(ci_grid, agent):
 
 
 @pytest.mark.parametrize("agent", AGENTS)
+def test_snakemake_ci_grid_alpacaeval_cell(ci_grid, agent):
+    """The L2 cell of the ci grid (the tiny model judging itself): references only for the
+    training instructions, each evaluated submission's replies and both judge verdicts kept,
+    the judge's usage in the ledger and run.json."""
+    run_root = ci_grid / "results" / "runs" / "alpacaeval" / agent / "none" / "seed0"
+    sealed = read_jsonl(ci_grid / "results" / "prepared" / "alpacaeval" / "sealed" /
+                        "test.jsonl")
+    assert len(sealed) == CI_ALPACAEVAL_ITEMS
+    train = {r["instruction"] for r in read_jsonl(run_root / "workspace" / "data" /
+                                                  "train.jsonl")}
+    assert train and not train & {x["instruction"] for x in sealed}
+    ledger = read_jsonl(run_root / "ledger.jsonl")
+    assert ledger and all(e["valid"] and e["n"] == CI_ALPACAEVAL_ITEMS for e in ledger)
+    for entry in (e for e in ledger if not e["cached"]):
+        details = read_json(run_root / "evals" / f"{entry['submission_id']}.json")
+        assert all({"output", "p_ref_first", "p_model_first", "preference"} <= set(r)
+                   for r in details["records"])
+        usage = entry["grading_usage"]
+        assert usage["calls"] + usage["cache_hits"] == 2 * CI_ALPACAEVAL_ITEMS - sum(
+            2 * r["empty"] for r in details["records"])
+    if agent == "sft":
+        assert read_json(run_root / "run.json")["grading_usage"]["calls"] >= 1
+
+
+@pytest.mark.parametrize("agent", AGENTS)
 def test_snakemake_ci_grid_workspace(ci_grid, agent):
     """The paper's workspace layout, read-only where it should be, without the test split."""
     run_root = run_dir(ci_grid, agent)
@@ -298,9 +320,10 @@ def test_snakemake_ci_grid_leaderboard(ci_grid):
     results = ci_grid / "results"
     with (results / "leaderboard.csv").open() as fh:
         table = list(csv.DictReader(fh))
-    # the ci grid's second task, the household games, is on the board too
+    # the ci grid's other tasks, the household games and AlpacaEval, are on the board too
     assert {(r["task"], r["level"], r["agent"]) for r in table if r["task"] != TASK} == \
-        {("household", "L3", agent) for agent in AGENTS}
+        {(task, level, agent) for task, level in (("household", "L3"), ("alpacaeval", "L2"))
+         for agent in AGENTS}
     rows = {row["agent"]: row for row in table if row["task"] == TASK}
     assert set(AGENTS) <= set(rows)
     for agent in AGENTS:
@@ -357,9 +380,8 @@ def test_a2rl_run_one_cell(repo_copy):
 def test_a2rl_run_sft_grpo_on_household(repo_copy):
     """The SFT -> GRPO route end to end on the ci grid's household games: a warm-up submission,
     then a GRPO round's, each with its code commit, and the summary names both methods."""
-    quick = ["++agent.env.A2RL_SFT_STEPS=2", "++agent.env.A2RL_GRPO_ROUNDS=1",
-             "++agent.env.A2RL_GRPO_ITERS=1", "++agent.env.A2RL_GRPO_GAMES=2",
-             "++agent.env.A2RL_GRPO_GROUP=2", "++agent.env.A2RL_GRPO_MAX_STEPS=3"]
+    quick = [f"++agent.settings.sft_grpo.{key}" for key in (
+        "warmup_steps=2", "rounds=1", "iters=1", "games=2", "group=2", "max_steps=3")]
     run(a2rl("run", "grid=ci", "task=household", "agent=sft_grpo", "budget.time_limit_s=400",
              *quick), repo_copy)
     run_root = repo_copy / "results" / "runs" / "household" / "sft_grpo" / "none" / "seed0"
@@ -385,8 +407,8 @@ def test_sft_with_more_steps_than_the_budget_stops_at_its_deadline_and_submits(r
     # the deadline falls 90 s after the start: room for a loaded machine's imports and
     # tokenizing, far too little for 8000 steps (about 0.02-0.05 s each on the tiny model)
     run(a2rl("run", "grid=ci", f"task={TASK}", "agent=sft", "seed=4", "budget.time_limit_s=150",
-             "++agent.env.A2RL_RESERVE_S=60", "++agent.env.A2RL_SFT_STEPS=8000",
-             "++agent.env.A2RL_SFT_BATCH=1"), repo_copy)
+             "++agent.settings.sft.reserve_s=60", "++agent.settings.sft.steps=8000",
+             "++agent.settings.sft.batch=1"), repo_copy)
     run_root = run_dir(repo_copy, "sft", seed=4)
     run_json = read_json(run_root / "run.json")
     assert run_json["status"] == "completed", run_json
@@ -410,7 +432,7 @@ def test_sft_without_time_for_one_step_submits_the_base_model(repo_copy):
     """No step fits before the deadline: the agent stops its training and submits the base
     model, so the run still ends with a valid submission."""
     run(a2rl("run", "grid=ci", f"task={TASK}", "agent=sft", "seed=6", "budget.time_limit_s=60",
-             "++agent.env.A2RL_RESERVE_S=100000"), repo_copy)
+             "++agent.settings.sft.reserve_s=100000"), repo_copy)
     run_root = run_dir(repo_copy, "sft", seed=6)
     ledger = read_jsonl(run_root / "ledger.jsonl")
     assert len(ledger) == 1 and ledger[0]["valid"] and ledger[0]["equals_base"], ledger
@@ -419,22 +441,42 @@ def test_sft_without_time_for_one_step_submits_the_base_model(repo_copy):
     assert read_json(run_root / "final.json")["no_valid_submission"] is False
 
 
+ROOMY_BUDGET = "budget.time_limit_s=3600"
+
+
 def test_doctor_checks_the_machine_and_plans_each_cell(repo_copy):
     """``a2rl doctor`` on the ci grid: the sandbox, the agents' Python, the model, timings and
-    a plan for each cell, in under a minute of its own time."""
-    text = run(a2rl("doctor", "grid=ci"), repo_copy)
+    a plan for each cell, in under a minute of its own time. The budget is raised so that the
+    verdict does not depend on how loaded the test machine is (a tight budget's verdict does:
+    test_doctor_names_what_to_change_when_training_does_not_fit)."""
+    text = run(a2rl("doctor", "grid=ci", ROOMY_BUDGET), repo_copy)
     assert "ok        sandbox" in text and "verdict   ready" in text, text
-    result = subprocess.run(a2rl("doctor", "grid=ci", "--json"), cwd=repo_copy,
+    result = subprocess.run(a2rl("doctor", "grid=ci", ROOMY_BUDGET, "--json"), cwd=repo_copy,
                             env=tool_env(repo_copy), capture_output=True, text=True,
                             timeout=TIMEOUT_S, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
     assert all(c["ok"] for c in report["checks"]), report["checks"]
     cells = {c["cell"] for c in report["cells"]}
-    assert cells == {f"{t}/{a}/none/seed0" for t in (TASK, "household") for a in AGENTS}
+    assert cells == {f"{t}/{a}/none/seed0" for t in (TASK, "household", "alpacaeval")
+                     for a in AGENTS}
     assert report["hardware"]["precision"]["inference"] == "fp32"
     assert report["rates"]["train_s_per_token"] > 0 and report["seconds"] < 60
     assert all(c["first_submission_s"] is not None for c in report["cells"])
+
+
+def test_doctor_names_what_to_change_when_training_does_not_fit(repo_copy):
+    """With a budget too short for the sft cells' steps, doctor says so (exit 1) and names the
+    override for each cell: the budget that fits all steps, or the steps that fit."""
+    result = subprocess.run(a2rl("doctor", "grid=ci", "budget.time_limit_s=300",
+                                 "++agent.settings.sft.steps=8000"), cwd=repo_copy,
+                            env=tool_env(repo_copy), capture_output=True, text=True,
+                            timeout=TIMEOUT_S, check=False)
+    assert result.returncode == 1, result.stdout + result.stderr[-3000:]
+    changes = [line for line in result.stdout.splitlines() if line.strip().startswith("change")]
+    assert len(changes) == 2, result.stdout  # the two sft cells
+    assert all("budget.time_limit_s=" in c and "++agent.settings.sft.steps=" in c
+               for c in changes), changes
 
 
 # ----------------------------------------------------------------------------------- budget

@@ -7,16 +7,17 @@ from pathlib import Path
 import pytest
 
 from a2rl.common.files import read_json
+from a2rl.common.records import FinalRecord
 from a2rl.config.compose import compose
 from a2rl.grading.ledger import Ledger
 from a2rl.pipeline import stages
-
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+from checkout import FIXTURE_DATA
 
 
 def cell(tmp_path: Path, *extra: str):
     return compose(["grid=ci", "agent=noop", f"paths.root={tmp_path}",
-                    f"paths.data={DATA}", "task.params.test_size=6", "task.params.train_size=16",
+                    f"paths.data={FIXTURE_DATA}", "task.params.test_size=6",
+                    "task.params.train_size=16",
                     "task.inference.max_new_tokens=8", "budget.time_limit_s=120", *extra])
 
 
@@ -51,13 +52,14 @@ def test_validation_feedback_scores_validation_and_final_grade_rescored_on_test(
     assert baseline["validation"]["n"] == 5 and baseline["test"]["n"] == 6
     run = stages.run_agent(cfg)
     entries = Ledger(run.ledger).valid
-    assert entries and all(e["split"] == "validation" for e in entries)
-    assert entries[0]["score"] == baseline["validation"]["score"]  # noop submits the base
+    assert entries and all(e.split == "validation" for e in entries)
+    assert entries[0].score == baseline["validation"]["score"]  # noop submits the base
     final = stages.final_grade(cfg)
-    assert final["rescored"] and final["feedback"] == "validation"
-    assert final["test_score"] == pytest.approx(baseline["test"]["score"])
-    assert final["improvement"] == pytest.approx(0.0)
-    assert read_json(run.final) == final
+    assert final.rescored and final.feedback == "validation"
+    assert final.test_score == pytest.approx(baseline["test"]["score"])
+    assert final.improvement == pytest.approx(0.0) and final.n == 6
+    assert read_json(run.final) == final.to_json()
+    assert FinalRecord.load(run.final) == final
 
 
 def test_final_grade_without_submissions_reports_the_base_model(prepared):
@@ -66,8 +68,8 @@ def test_final_grade_without_submissions_reports_the_base_model(prepared):
     run = stages.run_agent(cfg)
     assert Ledger(run.ledger).entries == []
     final = stages.final_grade(cfg)
-    assert final["no_valid_submission"] and final["selected_submission"] is None
-    assert final["improvement"] == 0
+    assert final.no_valid_submission and final.selected_submission is None
+    assert final.improvement == 0 and not final.rescored
 
 
 def test_prepare_task_reuses_only_data_made_from_the_same_config(prepared):

@@ -3,7 +3,6 @@ scratch working directory so the repository's results/ and .snakemake/ are never
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -12,22 +11,22 @@ from pathlib import Path
 import pytest
 
 from a2rl.config.compose import compose, grid_cells, grid_overrides
+from checkout import REPO, child_env
 
-REPO = Path(__file__).resolve().parents[2]
 RUN_AGENT_JOB = re.compile(
     r"^rule run_agent:\n(?:^ +.*\n)*?^ +output: results/runs/(?P<task>[^/\s]+)/(?P<agent>[^/\s]+)"
     r"/(?P<driver>[^/\s]+)/seed(?P<seed>\d+)/run\.json", re.MULTILINE)
 
 
 def snakemake(*args: str, workdir: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(REPO / "src"), str(REPO), env.get("PYTHONPATH")) if p)
-    env.pop("A2RL_CONF", None)
     return subprocess.run(
         [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
          "--directory", str(workdir), *args],
-        capture_output=True, text=True, env=env, timeout=300, check=False)
+        capture_output=True, text=True, env=child_env(), timeout=300, check=False)
+
+
+def cell_key(cell: dict) -> tuple:
+    return cell["task"], cell["agent"], cell["driver"], cell["seed"]
 
 
 def planned_cells(output: str) -> list[dict]:
@@ -41,19 +40,15 @@ def test_dry_run_plans_every_cell(grid, tmp_path):
     assert result.returncode == 0, output
     expected = grid_cells(compose(grid_overrides(grid)))
     planned = planned_cells(output)
-
-    def key(c):
-        return (c["task"], c["agent"], c["driver"], c["seed"])
-
-    assert sorted(map(key, planned)) == sorted(map(key, expected))
+    assert sorted(map(cell_key, planned)) == sorted(map(cell_key, expected))
     assert "rule build_leaderboard:" in output
     assert not (tmp_path / "results").exists()  # planning writes nothing
     if grid == "paper":  # configured-but-unimplemented tasks are planned like the others
         tasks = {c["task"] for c in planned}
         assert {"humaneval", "alpacaeval", "alfworld", "webshop", "deepsearchqa"} <= tasks
         # 6 tasks x (6 LLM agents x 6 drivers + noop and sft with driver none) x 3 seeds,
-        # and sft_grpo on ALFWorld
-        assert len(planned) == 6 * (6 * 6 + 2) * 3 + 3
+        # sft_grpo on ALFWorld, dpo on GSM8K, HumanEval and AlpacaEval
+        assert len(planned) == 6 * (6 * 6 + 2) * 3 + 3 + 3 * 3
 
 
 def test_extra_overrides_and_bad_grid(tmp_path):
@@ -65,6 +60,10 @@ def test_extra_overrides_and_bad_grid(tmp_path):
     assert "no_such_grid" in bad.stdout + bad.stderr
     axis = snakemake("-n", "--config", "grid=ci", "overrides=seed=4", workdir=tmp_path)
     assert axis.returncode != 0 and "grid decides" in axis.stdout + axis.stderr
+    # a reference agent's settings are checked while planning, before any job runs
+    setting = snakemake("-n", "--config", "grid=ci", 'overrides=["++agent.settings.sft.stepz=3"]',
+                        workdir=tmp_path)
+    assert setting.returncode != 0 and "stepz" in setting.stdout + setting.stderr
 
 
 def test_lint_is_clean(tmp_path):

@@ -22,25 +22,17 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
-import ci_runs
 from a2rl.common.files import iter_jsonl, read_json
 from a2rl.config.types import ConfigError, DriverConfig
 from a2rl.grading import recording
 from a2rl.report.narrative import write_narrative
+from checkout import REPO, child_env
 
 pytestmark = pytest.mark.integration
 
-REPO = ci_runs.REPO
 ARTIFACTS = Path(os.environ.get("A2RL_TEST_ARTIFACTS")
                  or REPO / "results" / "test-artifacts") / "report"
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    if shutil.which("bwrap") is None:
-        pytest.skip("bubblewrap is not installed (scripts/setup.sh installs it)")
-    return ci_runs.build(tmp_path_factory.getbasetemp() / "ci_runs")
 
 
 def test_sft_summary_names_its_route_and_each_submissions_commit(runs):
@@ -191,14 +183,6 @@ def test_screenshot_command_writes_pngs(runs, tmp_path):
 # -------------------------------------------------------------------------- dvc, snakemake
 
 
-def tool_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(REPO / "src"), str(REPO), env.get("PYTHONPATH")) if p)
-    env.pop("A2RL_CONF", None)
-    return env
-
-
 def test_dvc_shows_the_leaderboard_metrics_and_the_trajectories(runs, tmp_path):
     root = tmp_path / "dvc"
     (root / "results").mkdir(parents=True)
@@ -208,13 +192,13 @@ def test_dvc_shows_the_leaderboard_metrics_and_the_trajectories(runs, tmp_path):
         shutil.copy(results / name, root / "results" / name)
     shutil.copytree(results / "report", root / "results" / "report")
     subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=root, check=True)
-    metrics = subprocess.run(["dvc", "metrics", "show", "--json"], cwd=root, env=tool_env(),
+    metrics = subprocess.run(["dvc", "metrics", "show", "--json"], cwd=root, env=child_env(),
                              capture_output=True, text=True, check=True).stdout
     [workspace] = json.loads(metrics).values()  # keyed "" without git, "workspace" with it
     shown = workspace["data"]["results/leaderboard.json"]["data"]
     assert shown["gsm8k_arith"]["sft"]["none"]["n_seeds"] == 1
     assert shown["levels"]["L1"]["noop"]["none"]["n_tasks"] == 1
-    plots = subprocess.run(["dvc", "plots", "show", "--json"], cwd=root, env=tool_env(),
+    plots = subprocess.run(["dvc", "plots", "show", "--json"], cwd=root, env=child_env(),
                            capture_output=True, text=True, check=True).stdout
     data = json.loads(plots)["data"]
     assert "results/leaderboard.csv" in data
@@ -230,7 +214,7 @@ def test_snakemake_report_collects_the_rules_outputs(runs, tmp_path):
          "--directory", str(runs["root"]), "--cores", "1", "--config", "grid=ci",
          # the runs fixture holds the ci grid's gsm8k_arith cells only
          'overrides=["grid.tasks=[gsm8k_arith]"]', "--report", str(out)],
-        capture_output=True, text=True, env=tool_env(), timeout=300, check=False)
+        capture_output=True, text=True, env=child_env(), timeout=300, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     names = zipfile.ZipFile(out).namelist()
     assert any(n.endswith("/report.html") for n in names)
@@ -299,7 +283,7 @@ def test_a2rl_report_command_rebuilds_the_report(runs, tmp_path):
     before = index.stat().st_mtime_ns
     result = subprocess.run([sys.executable, "-m", "a2rl.pipeline.cli", "report", "--all",
                              f"paths.root={root}"], capture_output=True, text=True,
-                            env=tool_env(), timeout=300, check=False)
+                            env=child_env(), timeout=300, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(index)
     assert index.stat().st_mtime_ns > before

@@ -93,7 +93,7 @@ def test_paper_configuration():
 
     cfg = compose(["task=alfworld"])
     params = AlfworldParams.from_dict(cfg.task.params)
-    assert cfg.task.level == "L3" and cfg.task.name == "alfworld"
+    assert cfg.task.level == "L3" and cfg.task.package == "alfworld"
     assert (params.source, params.split, params.test_games, params.max_steps) == \
         ("alfworld", "eval_out_of_distribution", 134, 50)
     household = AlfworldParams.from_dict(compose(["task=household"]).task.params)

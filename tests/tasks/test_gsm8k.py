@@ -11,11 +11,9 @@ from a2rl_tasks.gsm8k.sources import normalize_question
 
 import a2rl.task.inference
 from a2rl.common.layout import PreparedTaskPaths
-from a2rl.config.types import ConfigError, InferenceConfig, PathsConfig, TaskConfig
+from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
 from a2rl.task.base import EvalResult, load_task
 
-REPO = Path(__file__).resolve().parents[2]
-DATA_ROOT = REPO / PathsConfig().root / PathsConfig().data
 NO_DATA = Path("/nonexistent-data-root")  # procedural sources must not need one
 
 CHAIN_SUM = {"source": {"kind": "reasoning_gym", "dataset": "chain_sum"},
@@ -36,14 +34,8 @@ def questions(path: Path) -> set[str]:
 
 
 def prepared_files(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-@pytest.fixture(scope="module")
-def gsm8k_data_root() -> Path:
-    if not (DATA_ROOT / "gsm8k" / "train.jsonl").is_file():
-        pytest.skip(f"GSM8K data not found under {DATA_ROOT} (paths.data)")
-    return DATA_ROOT
+    return {str(p.relative_to(root)): p.read_bytes()
+            for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 # ---- params -----------------------------------------------------------------------------------
@@ -166,10 +158,10 @@ def test_gsm_symbolic_items_keep_their_worked_solution(tmp_path):
 
 # ---- prepare: GSM8K jsonl -----------------------------------------------------------------------
 
-def test_jsonl_prepare(tmp_path, gsm8k_data_root):
+def test_jsonl_prepare(tmp_path, gsm8k_data):
     out = PreparedTaskPaths(tmp_path)
-    manifest = task_with(gsm8k_data_root, test_size=50, validation_size=20, shots=2).prepare(out)
-    assert manifest["sizes"] == {"train": 7473 - 20, "validation": 20, "test": 50}
+    manifest = task_with(gsm8k_data.root, test_size=20, validation_size=10, shots=2).prepare(out)
+    assert manifest["sizes"] == {"train": gsm8k_data.train - 10, "validation": 10, "test": 20}
     train = read_jsonl(out.data / "train.jsonl")
     test = read_jsonl(out.test)
     assert all(item["id"].startswith("gsm8k-test-") for item in test)
@@ -186,20 +178,21 @@ def test_jsonl_prepare(tmp_path, gsm8k_data_root):
     assert test[0]["prompt"].endswith(f"Question: {test[0]['question']}")
 
 
-def test_jsonl_prepare_is_deterministic_and_subsamples(tmp_path, gsm8k_data_root):
-    params = {"test_size": 30, "train_size": 100, "validation_size": 10}
-    a = task_with(gsm8k_data_root, **params).prepare(PreparedTaskPaths(tmp_path / "a"))
-    b = task_with(gsm8k_data_root, **params).prepare(PreparedTaskPaths(tmp_path / "b"))
-    assert a == b and a["sizes"] == {"train": 100, "validation": 10, "test": 30}
+def test_jsonl_prepare_is_deterministic_and_subsamples(tmp_path, gsm8k_data):
+    params = {"test_size": 30, "train_size": 40, "validation_size": 10}
+    a = task_with(gsm8k_data.root, **params).prepare(PreparedTaskPaths(tmp_path / "a"))
+    b = task_with(gsm8k_data.root, **params).prepare(PreparedTaskPaths(tmp_path / "b"))
+    assert a == b and a["sizes"] == {"train": 40, "validation": 10, "test": 30}
     assert prepared_files(tmp_path / "a") == prepared_files(tmp_path / "b")
 
 
-def test_jsonl_asking_for_more_than_exists_is_an_error(tmp_path, gsm8k_data_root):
-    with pytest.raises(ConfigError, match="test_size=5000"):
-        task_with(gsm8k_data_root, test_size=5000).prepare(PreparedTaskPaths(tmp_path))
+def test_jsonl_asking_for_more_than_exists_is_an_error(tmp_path, gsm8k_data):
+    too_many = gsm8k_data.test + 1
+    with pytest.raises(ConfigError, match=f"test_size={too_many}"):
+        task_with(gsm8k_data.root, test_size=too_many).prepare(PreparedTaskPaths(tmp_path))
 
 
-def test_hf_source_reads_both_splits(tmp_path, gsm8k_data_root, monkeypatch):
+def test_hf_source_reads_both_splits(tmp_path, gsm8k_data, monkeypatch):
     """The Hub is out of reach here: serve the local files through datasets.load_dataset."""
     import datasets
 
@@ -207,7 +200,7 @@ def test_hf_source_reads_both_splits(tmp_path, gsm8k_data_root, monkeypatch):
 
     def fake_load_dataset(hf_id, hf_config, split):
         calls.append((hf_id, hf_config, split))
-        return read_jsonl(gsm8k_data_root / "gsm8k" / f"{split}.jsonl")[:40]
+        return read_jsonl(gsm8k_data.root / "gsm8k" / f"{split}.jsonl")[:40]
 
     monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
     out = PreparedTaskPaths(tmp_path)
@@ -295,12 +288,12 @@ def test_find_item_agrees_with_the_prepared_splits(chain_sum_test):
             task.find_item(bad)
 
 
-def test_find_item_in_a_jsonl_pool(gsm8k_data_root):
-    task = task_with(gsm8k_data_root, source={"kind": "jsonl", "path": "gsm8k"})
+def test_find_item_in_a_jsonl_pool(gsm8k_data):
+    task = task_with(gsm8k_data.root, source={"kind": "jsonl", "path": "gsm8k"})
     item = task.find_item("gsm8k-test-12")
     assert item["id"] == "gsm8k-test-12" and item["gold"]
     with pytest.raises(KeyError):
-        task.find_item("gsm8k-test-999999")
+        task.find_item(f"gsm8k-test-{gsm8k_data.test}")  # one past the last
 
 
 def test_score_lines_uses_the_graders_extraction(chain_sum_test):

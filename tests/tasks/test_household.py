@@ -21,7 +21,7 @@ PARAMS = {"source": "household", "train_games": 3, "test_games": 3, "max_steps":
 
 
 def household(**params) -> TaskConfig:
-    return TaskConfig(id="household", name="alfworld", level="L3", params={**PARAMS, **params})
+    return TaskConfig(id="household", package="alfworld", level="L3", params={**PARAMS, **params})
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def prepared(tmp_path_factory):
 
 
 def test_params_are_checked():
-    with pytest.raises(ConfigError, match="unknown keys"):
+    with pytest.raises(ConfigError, match=r"unknown key\(s\)"):
         load_task(household(test_size=3), Path("."))
     with pytest.raises(ConfigError, match="quest_length"):
         load_task(household(quest_length=[3, 1]), Path("."))
@@ -101,6 +101,21 @@ def test_games_are_reproducible(tmp_path):
     b = make_games(tmp_path / "b", "g", 2, 555, Difficulty((1, 2), (3, 5), (1, 2)), ["put_on",
                    "put_in", "fetch", "open_fetch", "drop", "open"])
     assert a == b
+
+
+def test_prepared_data_does_not_depend_on_where_it_lives(prepared, tmp_path):
+    """The same config prepared under another folder gives the same demonstrations and random
+    baseline: seeded detours and random actions are keyed by game id, not by absolute path."""
+    task, out, facts = prepared
+    elsewhere = PreparedTaskPaths(tmp_path / "somewhere" / "else" / "household")
+    elsewhere.data.mkdir(parents=True)
+    elsewhere.sealed.mkdir(parents=True)
+    other = load_task(household(), Path(".")).prepare(elsewhere)
+    for name in ("train.jsonl", "trajectories.jsonl"):
+        assert (elsewhere.data / name).read_bytes() == (out.data / name).read_bytes(), name
+    assert other["random_baseline"] == facts["random_baseline"]
+    assert any(t["kind"] == "perturbed_expert" and t["actions"] != t["expert_actions"]
+               for t in iter_jsonl(out.data / "trajectories.jsonl")), "no detour was taken"
 
 
 def test_environment_cleans_text_and_labels_expert(prepared):
@@ -256,15 +271,16 @@ def test_grpo_script_runs_rollouts_and_saves(prepared, tiny_model, tmp_path):
     import sys
 
     from a2rl.agents import grpo
+    from a2rl.agents.settings import GrpoSettings
 
     _, out, _ = prepared
     script = tmp_path / "grpo_train.py"
     shutil.copy(grpo.GRPO_SCRIPT, script)
     stats = tmp_path / "stats.json"
+    quick = GrpoSettings(iters=1, games=2, group=2, max_steps=3, train_layers=1)
     result = subprocess.run(
         [sys.executable, str(script), "--model", str(tiny_model), "--data", str(out.data),
-         "--out", str(tmp_path / "grpo"), "--iterations", "1", "--games", "2", "--group", "2",
-         "--max-steps", "3", "--train-layers", "1", "--stats", str(stats)],
+         "--out", str(tmp_path / "grpo"), *grpo.method_args(quick), "--stats", str(stats)],
         check=False, capture_output=True, text=True, timeout=600,
         env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
     assert result.returncode == 0, result.stderr[-2000:]

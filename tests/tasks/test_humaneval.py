@@ -27,7 +27,7 @@ needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewr
 
 
 def task_with(feedback: str = "test", **params) -> HumanEvalTask:
-    return build(TaskConfig(id="humaneval", name="humaneval", feedback=feedback, params=params),
+    return build(TaskConfig(id="humaneval", package="humaneval", feedback=feedback, params=params),
                  NO_DATA)
 
 

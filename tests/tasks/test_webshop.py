@@ -4,7 +4,7 @@ random baseline, the real-format loader end to end, the agent-side copies, and e
 a (tiny) model through the lockstep runner.
 
 WebShop's product catalog is not available offline, so the loader runs on a hand-written
-fixture in WebShop's exact product format (tests/tasks/webshop_fixture/, see its README)."""
+fixture in WebShop's exact product format (tests/fixtures/webshop/, see its PROVENANCE.md)."""
 
 from __future__ import annotations
 
@@ -24,13 +24,14 @@ from a2rl.common.layout import PreparedTaskPaths
 from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
 from a2rl.task.base import load_task
 from a2rl.task.envs import ExpertPolicy, play
+from checkout import REPO
 
-FIXTURE = Path(__file__).with_name("webshop_fixture")
+FIXTURE = REPO / "tests" / "fixtures" / "webshop"  # see its PROVENANCE.md
 PARAMS = {"train_goals": 12, "test_goals": 8, "random_seeds": 2, "max_steps": 10}
 
 
 def webshop(**params) -> TaskConfig:
-    return TaskConfig(id="webshop", name="webshop", level="L3", implemented=True,
+    return TaskConfig(id="webshop", package="webshop", level="L3", implemented=True,
                       params={**PARAMS, **params})
 
 
@@ -57,7 +58,7 @@ def fixture_params() -> dict:
 
 
 def test_params_are_checked():
-    with pytest.raises(ConfigError, match="unknown keys"):
+    with pytest.raises(ConfigError, match="unknown key"):
         load_task(webshop(test_size=3), Path("."))
     with pytest.raises(ConfigError, match="source"):
         load_task(webshop(source="amazon"), Path("."))
@@ -282,7 +283,8 @@ def test_grpo_script_rolls_out_in_the_shop(prepared, tiny_model, tmp_path):
         [sys.executable, str(script), "--model", str(tiny_model), "--data", str(out.data),
          "--out", str(tmp_path / "grpo"), "--iterations", "1", "--games", "2", "--group", "2",
          "--max-steps", "3", "--train-layers", "1", "--env", "webshop_env:WebShopEnv",
-         "--reward", "score", "--max-new-tokens", "8"],
+         "--reward", "score", "--max-new-tokens", "8", "--lr", "1e-5", "--temperature", "1.0",
+         "--step-cost", "0.01", "--expert-bonus", "0", "--minibatch", "16"],
         check=False, capture_output=True, text=True, timeout=600,
         env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
     assert result.returncode == 0, result.stderr[-2000:]

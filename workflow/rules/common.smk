@@ -5,20 +5,22 @@
 #   grid=<name>        conf/grid/<name>.yaml (default: smoke)
 #   overrides=[...]    Hydra overrides for every cell, e.g. '["task.params.test_size=50"]'
 #                      (a string is split like a shell line); they may not choose a cell axis.
-# The grid config is checked twice before any job starts, by the dataclasses of a2rl.config.types and
-# against workflow/schemas/config.schema.yaml. Each task, agent and driver the grid names is
-# composed too, so a missing conf/ option fails here. Planning never imports a task's code: a
+# The grid config is checked before any job starts by the dataclasses of a2rl.config.types (the
+# config's one definition) and the reference agents' settings by theirs
+# (a2rl.pipeline.agent_settings). Each task, agent and driver the grid names is composed too, so a
+# missing conf/ option or a bad setting fails here. Planning never imports a task's code: a
 # task with implemented: false is planned like any other and fails when prepare_task runs.
 #
 # Every job composes its own cell again from the same overrides (params.overrides), so a rule
 # sees exactly the config `a2rl stage NAME <overrides>` would.
+#
+# The rules' paths come from a2rl.common.layout (PATHS below, relative to the working directory,
+# with wildcards such as "{task}" in place of names), where the stages find them too.
 import os
 import re
 import shlex
 from dataclasses import asdict
 from pathlib import Path
-
-from snakemake.utils import validate
 
 # scripts run in child processes; they compose from the conf/ next to this Snakefile
 os.environ.setdefault("A2RL_CONF", str(Path(workflow.basedir) / "conf"))
@@ -30,7 +32,8 @@ from a2rl.config.compose import (
     grid_overrides,
     task_overrides,
 )
-from a2rl.common.layout import Layout
+from a2rl.common.layout import Layout, cell_path
+from a2rl.pipeline.agent_settings import check_settings
 
 
 def as_override_list(value):
@@ -43,10 +46,8 @@ def as_override_list(value):
 
 
 def checked(overrides):
-    """The RunConfig of `overrides`, also validated against the workflow's schema."""
-    cfg = compose(overrides)
-    validate(asdict(cfg), "../schemas/config.schema.yaml")
-    return cfg
+    """The checked RunConfig of `overrides`, its agent settings checked too."""
+    return check_settings(compose(overrides))
 
 
 GRID = str(config.get("grid", "smoke"))
@@ -54,17 +55,22 @@ GRID_OVERRIDES = grid_overrides(GRID, as_override_list(config.get("overrides")))
 GRID_CFG = checked(GRID_OVERRIDES)
 CELLS = grid_cells(GRID_CFG)
 
-# the rules' literal paths are relative to the working directory; the config must agree
+# the rules' paths, relative to the working directory (the jobs' outputs read the same in the
+# plan on every machine); the config must put results and resources there
+PATHS = Layout(results=Path("results"), resources=Path("resources"))
 _layout = Layout.from_paths(GRID_CFG.paths)
-if (_layout.results, _layout.resources) != (
-    Path("results").resolve(),
-    Path("resources").resolve(),
-):
+if (_layout.results, _layout.resources) != (PATHS.results.resolve(), PATHS.resources.resolve()):
     raise ValueError(
         f"paths put results in {_layout.results} and resources in {_layout.resources}; "
-        f"the workflow writes ./results and ./resources of its working directory "
+        f"the workflow writes ./{PATHS.results} and ./{PATHS.resources} of its working directory "
         f"({Path.cwd()}): leave paths.* at their defaults and use snakemake --directory"
     )
+# the wildcards of a cell, and its run's paths and place in the logs
+CELL = ("{task}", "{agent}", "{driver}", "{seed}")
+RUN = PATHS.run(*CELL)
+CELL_PATH = cell_path(*CELL)
+PREPARED = PATHS.prepared("{task}")
+BASELINE = PATHS.baseline("{task}")
 
 TASK_CFG = {task: checked(task_overrides(task, GRID_OVERRIDES)) for task in GRID_CFG.grid.tasks}
 for _axis, _names in (("agent", GRID_CFG.grid.agents), ("driver", GRID_CFG.grid.drivers)):
@@ -119,19 +125,14 @@ def overrides_of_cell(wildcards):
 
 def model_of_task(wildcards):
     """The done-flag of the task's base model folder."""
-    return "resources/models/{model}.done".format(model=MODEL_OF_TASK[wildcards.task])
+    return str(PATHS.model_done(MODEL_OF_TASK[wildcards.task]))
 
 
 def run_summaries(wildcards):
     """summary.json of every cell of the grid."""
-    return [
-        "results/runs/{task}/{agent}/{driver}/seed{seed}/summary.json".format(**cell)
-        for cell in CELLS
-    ]
+    return [str(PATHS.run(**cell).summary_json) for cell in CELLS]
 
 
 def selected_models(wildcards):
     """The exported selected model (results/models/...) of every cell of the grid."""
-    return [
-        "results/models/{task}/{agent}/{driver}/seed{seed}".format(**cell) for cell in CELLS
-    ]
+    return [str(PATHS.selected_model(**cell)) for cell in CELLS]

@@ -4,12 +4,12 @@
 
 rule measure_baseline:
     input:
-        manifest="results/prepared/{task}/prepared.json",
+        manifest=str(PREPARED.manifest),
         model=model_of_task,
     output:
-        baseline="results/baseline/{task}/baseline.json",
+        baseline=str(BASELINE),
     log:
-        "results/logs/measure_baseline/{task}.log",
+        str(PATHS.log("measure_baseline", "{task}")),
     params:
         overrides=overrides_of_task,
     conda:
@@ -20,12 +20,12 @@ rule measure_baseline:
 
 rule final_grade:
     input:
-        run="results/runs/{task}/{agent}/{driver}/seed{seed}/run.json",
-        baseline="results/baseline/{task}/baseline.json",
+        run=str(RUN.run_json),
+        baseline=str(BASELINE),
     output:
-        final="results/runs/{task}/{agent}/{driver}/seed{seed}/final.json",
+        final=str(RUN.final),
     log:
-        "results/logs/final_grade/{task}/{agent}/{driver}/seed{seed}.log",
+        str(PATHS.log("final_grade", CELL_PATH)),
     params:
         overrides=overrides_of_cell,
     conda:

@@ -3,10 +3,10 @@
 
 rule prepare_model:
     output:
-        model=directory("resources/models/{model}"),
-        done=touch("resources/models/{model}.done"),
+        model=directory(str(PATHS.model("{model}"))),
+        done=touch(str(PATHS.model_done("{model}"))),
     log:
-        "results/logs/prepare_model/{model}.log",
+        str(PATHS.log("prepare_model", "{model}")),
     params:
         overrides=overrides_of_model,
     conda:
@@ -17,9 +17,9 @@ rule prepare_model:
 
 rule prepare_task:
     output:
-        manifest="results/prepared/{task}/prepared.json",
+        manifest=str(PREPARED.manifest),
     log:
-        "results/logs/prepare_task/{task}.log",
+        str(PATHS.log("prepare_task", "{task}")),
     params:
         overrides=overrides_of_task,
     conda:

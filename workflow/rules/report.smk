@@ -6,22 +6,22 @@
 
 rule summarize_run:
     input:
-        run="results/runs/{task}/{agent}/{driver}/seed{seed}/run.json",
-        final="results/runs/{task}/{agent}/{driver}/seed{seed}/final.json",
-        baseline="results/baseline/{task}/baseline.json",
+        run=str(RUN.run_json),
+        final=str(RUN.final),
+        baseline=str(BASELINE),
         # the sealed splits the contamination check compares the agent's files with
-        manifest="results/prepared/{task}/prepared.json",
+        manifest=str(PREPARED.manifest),
     output:
-        json="results/runs/{task}/{agent}/{driver}/seed{seed}/summary.json",
+        json=str(RUN.summary_json),
         md=report(
-            "results/runs/{task}/{agent}/{driver}/seed{seed}/summary.md",
+            str(RUN.summary_md),
             category="Runs",
             subcategory="{task}",
             labels={"agent": "{agent}", "driver": "{driver}", "seed": "{seed}"},
         ),
-        integrity="results/runs/{task}/{agent}/{driver}/seed{seed}/integrity.json",
+        integrity=str(RUN.integrity),
     log:
-        "results/logs/summarize_run/{task}/{agent}/{driver}/seed{seed}.log",
+        str(PATHS.log("summarize_run", CELL_PATH)),
     params:
         overrides=overrides_of_cell,
     conda:
@@ -32,11 +32,11 @@ rule summarize_run:
 
 rule export_model:
     input:
-        final="results/runs/{task}/{agent}/{driver}/seed{seed}/final.json",
+        final=str(RUN.final),
     output:
-        model=directory("results/models/{task}/{agent}/{driver}/seed{seed}"),
+        model=directory(str(PATHS.selected_model(*CELL))),
     log:
-        "results/logs/export_model/{task}/{agent}/{driver}/seed{seed}.log",
+        str(PATHS.log("export_model", CELL_PATH)),
     params:
         overrides=overrides_of_cell,
     conda:
@@ -49,12 +49,12 @@ rule build_leaderboard:
     input:
         summaries=run_summaries,
     output:
-        csv=report("results/leaderboard.csv", category="Leaderboard"),
-        md="results/leaderboard.md",
-        json="results/leaderboard.json",
-        levels=report("results/leaderboard_levels.csv", category="Leaderboard"),
+        csv=report(str(PATHS.leaderboard_csv), category="Leaderboard"),
+        md=str(PATHS.leaderboard_md),
+        json=str(PATHS.leaderboard_json),
+        levels=report(str(PATHS.leaderboard_levels_csv), category="Leaderboard"),
     log:
-        "results/logs/build_leaderboard/leaderboard.log",
+        str(PATHS.log("build_leaderboard", "leaderboard")),
     params:
         overrides=GRID_OVERRIDES,
     conda:
@@ -66,15 +66,15 @@ rule build_leaderboard:
 rule build_report:
     input:
         summaries=run_summaries,
-        leaderboard="results/leaderboard.csv",
+        leaderboard=str(PATHS.leaderboard_csv),
     output:
         report=report(
-            directory("results/report"),
+            directory(str(PATHS.report)),
             htmlindex="index.html",
             category="Report",
         ),
     log:
-        "results/logs/build_report/report.log",
+        str(PATHS.log("build_report", "report")),
     params:
         overrides=GRID_OVERRIDES,
     conda:

@@ -8,13 +8,13 @@
 
 rule run_agent:
     input:
-        manifest="results/prepared/{task}/prepared.json",
+        manifest=str(PREPARED.manifest),
         model=model_of_task,
-        baseline="results/baseline/{task}/baseline.json",
+        baseline=str(BASELINE),
     output:
-        run="results/runs/{task}/{agent}/{driver}/seed{seed}/run.json",
+        run=str(RUN.run_json),
     log:
-        "results/logs/run_agent/{task}/{agent}/{driver}/seed{seed}.log",
+        str(PATHS.log("run_agent", CELL_PATH)),
     params:
         overrides=overrides_of_cell,
     threads: workflow.cores

@@ -24,10 +24,10 @@ Cost on CPU: the prompts dominate (a ~300-token prompt per step of every episode
 generated tokens), so rollouts run on a bf16 copy of the model and updates under bf16 autocast
 where the hardware computes bf16 natively (``$A2RL_PRECISION``, decided by
 a2rl.common.hardware; about 2x and 1.6x faster than fp32 on a 2-core CPU with AVX512-BF16,
-several times slower where bf16 is emulated, so fp32 there), and the vocabulary projection
-is applied to action positions only.
+several times slower where bf16 is emulated, so fp32 there), and the vocabulary projection is
+applied to action positions only.
 
-Budget: each round gets a deadline (the budget's end less ``A2RL_RESERVE_S``); an iteration
+Budget: each round gets a deadline (the budget's end less ``reserve_s``); an iteration
 starts only when, at the speed measured so far, it ends before it, and a round that fits no
 iteration is skipped and says so in the log.
 
@@ -35,14 +35,13 @@ Sampling by generation (not by ranking the admissible actions by log-probability
 training policy the same as the grader's (greedy generation + parsing); the gradient still
 goes only through the admissible action that was executed.
 
-Settings (environment): A2RL_GRPO_ROUNDS (4), A2RL_GRPO_ITERS (3 per round), A2RL_GRPO_GAMES
-(8 per iteration), A2RL_GRPO_GROUP (4), A2RL_GRPO_LR (1e-5), A2RL_GRPO_TEMP (1.0),
-A2RL_GRPO_TRAIN_LAYERS (15), A2RL_GRPO_MINIBATCH (16), A2RL_GRPO_STEP_COST (0.01),
-A2RL_GRPO_EXPERT_BONUS (0), A2RL_GRPO_MAX_STEPS (from data/README, default 12),
-A2RL_GRPO_ENV (the data folder's environment, MODULE:CLASS: webshop_env:WebShopEnv when
-data/webshop_env/ exists, else household_env:HouseholdEnv), A2RL_GRPO_REWARD (won, or score:
-the episode's final score; score for WebShop), A2RL_GRPO_MAX_NEW_TOKENS (16). Precision:
-the agent config's ``precision`` (auto | bf16 | fp32), passed as A2RL_PRECISION.
+Settings: ``GrpoSettings`` (settings.py: rounds, iters, games, group, lr, temp,
+train_layers, minibatch, step_cost, expert_bonus, max_steps, max_new_tokens,
+reserve_s), from
+``$A2RL_AGENT_SETTINGS``. Precision: the agent config's ``precision`` (auto | bf16 | fp32),
+passed as A2RL_PRECISION.
+The environment is the one the data folder ships (``data_env``): WebShop's
+(``data/webshop_env/``, rewarded by its final score) or the household games' (won or lost).
 """
 
 import json
@@ -56,12 +55,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from plan import deadline, run_until, submit, submit_base_model
 from plan import log as plan_log
+from settings import GrpoSettings, load
 
 GRPO_SCRIPT = Path(__file__).resolve().with_name("grpo_train.py")
-
-
-def setting(name, default, kind=int):
-    return kind(os.environ.get(f"A2RL_GRPO_{name}", str(default)))
 
 
 def log(message):
@@ -76,27 +72,34 @@ def data_env(ws: Path) -> tuple[str, str]:
     return "household_env:HouseholdEnv", "won"
 
 
+def env_args(ws: Path) -> list[str]:
+    """The GRPO script's environment options: what the data folder ships, not a setting."""
+    env, reward = data_env(ws)
+    return ["--env", env, "--reward", reward]
+
+
+def method_args(settings: GrpoSettings) -> list[str]:
+    """The GRPO script's method options, from the agent's settings (their one default)."""
+    return ["--iterations", str(settings.iters), "--games", str(settings.games),
+            "--group", str(settings.group), "--lr", str(settings.lr),
+            "--minibatch", str(settings.minibatch), "--temperature", str(settings.temp),
+            "--max-steps", str(settings.max_steps), "--step-cost", str(settings.step_cost),
+            "--expert-bonus", str(settings.expert_bonus),
+            "--train-layers", str(settings.train_layers),
+            "--max-new-tokens", str(settings.max_new_tokens)]
+
+
 def grpo_command(ws: Path, script: Path, model: str, out: Path, k: int, until: float,
-                 iter_s: float) -> list[str]:
+                 iter_s: float, settings: GrpoSettings) -> list[str]:
     return [sys.executable, str(script), "--model", model, "--data", str(ws / "data"),
-            "--out", str(out), "--iterations", str(setting("ITERS", 3)),
-            "--games", str(setting("GAMES", 8)), "--group", str(setting("GROUP", 4)),
-            "--lr", str(setting("LR", 1e-5, float)),
-            "--minibatch", str(setting("MINIBATCH", 16)),
-            "--temperature", str(setting("TEMP", 1.0, float)),
-            "--max-steps", str(setting("MAX_STEPS", 12)),
-            "--step-cost", str(setting("STEP_COST", 0.01, float)),
-            "--expert-bonus", str(setting("EXPERT_BONUS", 0.0, float)),
-            "--train-layers", str(setting("TRAIN_LAYERS", 15)),
-            "--env", setting("ENV", data_env(ws)[0], str),
-            "--reward", setting("REWARD", data_env(ws)[1], str),
-            "--max-new-tokens", str(setting("MAX_NEW_TOKENS", 16)),
+            "--out", str(out), *method_args(settings), *env_args(ws),
             "--stats", str(ws / "code" / "grpo_stats.json"),
             "--deadline", f"{until:.1f}", "--iter-estimate", f"{iter_s:.1f}",
             "--seed", str(int(os.environ.get("A2RL_SEED", "0")) * 100 + k)]
 
 
-def grpo_rounds(ws: Path, model: str, first_round: int = 1) -> tuple[int, int]:
+def grpo_rounds(ws: Path, model: str, settings: GrpoSettings,
+                first_round: int = 1) -> tuple[int, int]:
     """Run GRPO rounds from ``model`` while the budget allows, each from the previous round's
     model, and submit every round's model: the grader's answer (score, best so far) is the
     feedback, and sampled train success is no guide across rounds because the games picked
@@ -106,16 +109,16 @@ def grpo_rounds(ws: Path, model: str, first_round: int = 1) -> tuple[int, int]:
     shutil.copy(GRPO_SCRIPT, script)
     iter_s = 0.0  # the longest iteration so far, with its save
     submitted = 0
-    for k in range(first_round, first_round + setting("ROUNDS", 4)):
-        until = deadline()
+    for k in range(first_round, first_round + settings.rounds):
+        until = deadline(settings.reserve_s)
         if time.time() + iter_s > until:
             log(f"skipping round {k} and after: {until - time.time():.0f}s before the deadline, "
                 f"an iteration takes about {iter_s:.0f}s")
             break
         out = ws / "output" / f"grpo-{k}"
         log(f"round {k}: GRPO from {model}")
-        code = run_until(grpo_command(ws, script, model, out, k, until, iter_s), until,
-                         ws / "code")
+        code = run_until(grpo_command(ws, script, model, out, k, until, iter_s, settings),
+                         until, ws / "code", settings.reserve_s)
         if code is not None and code != 0:
             log("GRPO failed")
             return 1, submitted
@@ -138,7 +141,7 @@ def grpo_rounds(ws: Path, model: str, first_round: int = 1) -> tuple[int, int]:
 
 def main() -> int:
     ws = Path(os.environ["A2RL_WORKSPACE"])
-    code, submitted = grpo_rounds(ws, str(ws / "base_model"))
+    code, submitted = grpo_rounds(ws, str(ws / "base_model"), load(GrpoSettings))
     if not submitted:
         submit_base_model("grpo", ws, "no GRPO round finished in the budget")
     return code

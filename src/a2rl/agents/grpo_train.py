@@ -191,24 +191,26 @@ def arguments():
     p.add_argument("--model", required=True)
     p.add_argument("--data", required=True)
     p.add_argument("--out", required=True)
-    p.add_argument("--iterations", type=int, default=3)
-    p.add_argument("--games", type=int, default=8)
-    p.add_argument("--group", type=int, default=4)
-    p.add_argument("--lr", type=float, default=1e-5)
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--max-steps", type=int, default=12)
-    p.add_argument("--step-cost", type=float, default=0.01)
-    p.add_argument("--expert-bonus", type=float, default=0.0,
+    # no defaults here: the agent passes its settings (GrpoSettings in a2rl/agents/settings.py,
+    # as grpo.method_args writes them)
+    p.add_argument("--iterations", type=int, required=True)
+    p.add_argument("--games", type=int, required=True)
+    p.add_argument("--group", type=int, required=True)
+    p.add_argument("--lr", type=float, required=True)
+    p.add_argument("--temperature", type=float, required=True)
+    p.add_argument("--max-steps", type=int, required=True)
+    p.add_argument("--step-cost", type=float, required=True)
+    p.add_argument("--expert-bonus", type=float, required=True,
                    help="return bonus x share of steps that took the env's expert action")
-    p.add_argument("--train-layers", type=int, default=15)
-    p.add_argument("--env", default="household_env:HouseholdEnv",
+    p.add_argument("--train-layers", type=int, required=True)
+    p.add_argument("--minibatch", type=int, required=True)
+    p.add_argument("--env", required=True,
                    help="MODULE:CLASS of the environment in the data folder; the module also "
                         "has PROMPT and load_games(data/games)")
-    p.add_argument("--reward", choices=("won", "score"), default="won",
+    p.add_argument("--reward", choices=("won", "score"), required=True,
                    help="episode outcome: won (0/1) or the final score (WebShop's reward)")
-    p.add_argument("--max-new-tokens", type=int, default=16,
+    p.add_argument("--max-new-tokens", type=int, required=True,
                    help="reply length of a sampled action (a WebShop search needs ~15 tokens)")
-    p.add_argument("--minibatch", type=int, default=16)
     # the harness decides (a2rl.common.hardware): bf16 only where the hardware computes it natively
     p.add_argument("--precision", choices=("bf16", "fp32"),
                    default=os.environ.get("A2RL_PRECISION", "fp32"))

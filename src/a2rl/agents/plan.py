@@ -2,8 +2,8 @@
 deadline (as a user would: from the measured speed of their own first steps, keeping time to
 submit, so a run always ends with a valid submission on a slow machine too).
 
-``A2RL_RESERVE_S`` (default 45): seconds kept free before the end of the budget to save and
-submit a model; a submission received before the end is graded even if grading runs past it.
+``reserve_s`` (the agent's settings, settings.py; 45 s by default): seconds kept free before the
+end of the budget to save and submit a model.
 """
 
 import json
@@ -15,11 +15,6 @@ import time
 from pathlib import Path
 
 STARTED = time.time()
-RESERVE_S = 45
-# the SFT defaults of the reference agents (also read by `a2rl doctor` to predict their rounds)
-SFT_STEPS = {"sft": 20, "sft_grpo": 40}
-SFT_BATCH = 8
-SFT_MAX_LEN = 512  # household prompts with their history run past 256 tokens
 
 
 def log(who, message):
@@ -40,21 +35,17 @@ def time_left():
     return float(status().get("time_left_s", fallback))
 
 
-def reserve_s():
-    return float(os.environ.get("A2RL_RESERVE_S", RESERVE_S))
+def deadline(reserve_s):
+    """Unix time by which training must end: the budget's end less ``reserve_s``."""
+    return time.time() + time_left() - reserve_s
 
 
-def deadline():
-    """Unix time by which training must end: the budget's end less the reserve."""
-    return time.time() + time_left() - reserve_s()
-
-
-def run_until(cmd, until, cwd):
+def run_until(cmd, until, cwd, reserve_s):
     """Run ``cmd``; kill it (and its children) if it is still running at ``until`` plus half the
     reserve. Returns the exit code, or None when it was killed for time."""
     proc = subprocess.Popen(cmd, cwd=cwd, start_new_session=True)
     try:
-        return proc.wait(timeout=max(1.0, until - time.time() + reserve_s() / 2))
+        return proc.wait(timeout=max(1.0, until - time.time() + reserve_s / 2))
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -82,3 +73,18 @@ def training_report(folder):
     """The training report the SFT script leaves in its output folder (None if absent)."""
     path = Path(folder) / "train_log.json"
     return json.loads(path.read_text()) if path.exists() else None
+
+
+def run_round(who, cmd, until, ws, out, reserve_s):
+    """Run a training round's script until ``until``; its report (steps done, step time), or
+    None when it failed or was still running at the deadline (logged)."""
+    code = run_until(cmd, until, Path(ws) / "code", reserve_s)
+    report = training_report(out) if code == 0 else None
+    if code is None:
+        log(who, f"training was still running at the deadline and was stopped ({Path(out).name})")
+    elif report is None:
+        log(who, f"training failed (exit code {code})")
+    elif report.get("stopped"):
+        log(who, f"{Path(out).name}: stopped early by the {report['stopped']}"
+            + (f" ({report['step_s']:.1f}s a step)" if report.get("step_s") else ""))
+    return report

@@ -2,17 +2,16 @@
 trains the base model on data/train.jsonl in rounds, saves each round to output/ckpt-<k>,
 submits it, and goes on while the budget leaves room for another round.
 
-Budget: each round trains until the budget's end less ``A2RL_RESERVE_S`` at the latest (the
+Budget: each round trains until the budget's end less ``reserve_s`` at the latest (the
 script stops after the last step that fits, judged by its own measured step time, and saves);
 a later round runs only if at least a quarter of its steps fit, at the speed measured so far
 (with LoRA, which restarts from the base, more steps than the last round's).
 What was cut or skipped is said in the log. If not even one step fitted, the base model is
 submitted, so that the run still ends with a valid submission.
 
-Settings (environment): A2RL_SFT_STEPS (steps per round, 20), A2RL_SFT_BATCH (8),
-A2RL_SFT_LR (5e-5), A2RL_SFT_LORA (0/1), A2RL_SFT_MAX_ROUNDS (5), A2RL_SFT_MAX_LEN (512:
-household prompts with their history run past 256 tokens). Precision: the agent config's
-``precision``, passed as A2RL_PRECISION.
+Settings: ``SftSettings`` (settings.py: steps, batch, lr, max_len, lora, max_rounds,
+reserve_s), from ``$A2RL_AGENT_SETTINGS``. Precision: the agent config's ``precision``, passed
+as A2RL_PRECISION.
 """
 
 import os
@@ -23,23 +22,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from plan import (
-    SFT_BATCH,
-    SFT_MAX_LEN,
-    SFT_STEPS,
-    deadline,
-    run_until,
-    submit,
-    submit_base_model,
-    training_report,
-)
+from plan import deadline, run_round, submit, submit_base_model
 from plan import log as plan_log
+from settings import SftSettings, load
 
 TRAIN_SCRIPT = Path(__file__).resolve().with_name("sft_train.py")
-
-
-def setting(name, default, kind=int):
-    return kind(os.environ.get(f"A2RL_SFT_{name}", default))
 
 
 def log(message):
@@ -52,27 +39,17 @@ def install_train_script(ws: Path) -> Path:
     return target
 
 
-def train_round(ws: Path, model: str, out: Path, steps: int, offset: int, until: float,
-                lora: bool = False):
+def train_round(ws: Path, model: str, out: Path, steps: int, offset: int, until: float, *,
+                batch: int, lr: float, max_len: int, reserve_s: float, lora: bool = False):
     """One SFT round that ends by ``until``: the script's report (steps done, step time), or
     None when it failed or was still running at the deadline (logged)."""
     cmd = [sys.executable, str(ws / "code" / "train.py"), "--model", model,
            "--data", str(ws / "data" / "train.jsonl"), "--out", str(out),
-           "--steps", str(steps), "--batch", str(setting("BATCH", SFT_BATCH)),
-           "--lr", str(setting("LR", 5e-5, float)),
-           "--max-len", str(setting("MAX_LEN", SFT_MAX_LEN)),
+           "--steps", str(steps), "--batch", str(batch), "--lr", str(lr),
+           "--max-len", str(max_len),
            "--seed", os.environ.get("A2RL_SEED", "0"), "--offset", str(offset),
            "--deadline", f"{until:.1f}"] + (["--lora"] if lora else [])
-    code = run_until(cmd, until, ws / "code")
-    report = training_report(out) if code == 0 else None
-    if code is None:
-        log(f"training was still running at the deadline and was stopped ({out.name})")
-    elif report is None:
-        log(f"training failed (exit code {code})")
-    elif report.get("stopped"):
-        log(f"{out.name}: stopped early by the {report['stopped']} "
-            f"({report['step_s']:.1f}s a step)")
-    return report
+    return run_round("sft", cmd, until, ws, out, reserve_s)
 
 
 def steps_that_fit(until: float, step_s: float, overhead_s: float) -> int:
@@ -81,13 +58,14 @@ def steps_that_fit(until: float, step_s: float, overhead_s: float) -> int:
 
 def main() -> int:
     ws = Path(os.environ["A2RL_WORKSPACE"])
+    settings = load(SftSettings)
     install_train_script(ws)
-    steps, lora = setting("STEPS", SFT_STEPS["sft"]), setting("LORA", 0) == 1
+    steps, lora = settings.steps, settings.lora
     model, speed, submitted = str(ws / "base_model"), None, 0
-    for k in range(1, setting("MAX_ROUNDS", 5) + 1):
+    for k in range(1, settings.max_rounds + 1):
         # LoRA rounds restart from the base with a longer schedule; full fine-tuning continues
         round_steps = steps * k if lora else steps
-        until = deadline()
+        until = deadline(settings.reserve_s)
         if speed is not None:
             fit = steps_that_fit(until, *speed)
             # a LoRA round restarts from the base: fewer steps than the last round's is worse
@@ -99,7 +77,9 @@ def main() -> int:
         started = time.time()
         out = ws / "output" / f"ckpt-{k}"
         log(f"round {k}: training {round_steps} steps from {model}")
-        report = train_round(ws, model, out, round_steps, k - 1, until, lora)
+        report = train_round(ws, model, out, round_steps, k - 1, until, batch=settings.batch,
+                             lr=settings.lr, max_len=settings.max_len,
+                             reserve_s=settings.reserve_s, lora=lora)
         if report is None or report["steps"] == 0:
             break
         # seconds a step, and the round's fixed cost (loading, tokenizing, saving)

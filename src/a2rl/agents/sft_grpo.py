@@ -2,13 +2,16 @@
 train games (interactive tasks: household / ALFWorld).
 
 1. Warm-up: the ``sft`` agent's TRL script (``code/train.py``) on ``data/train.jsonl`` (step-level
-   prompt -> expert action, in the grader's prompt format) for A2RL_SFT_STEPS x
-   A2RL_SFT_WARMUP_ROUNDS steps (defaults 40 x 1; A2RL_SFT_BATCH 8, A2RL_SFT_LR 5e-5); submit.
-   The warm-up ends by the budget's deadline at the latest (it is the run's first valid
-   submission; steps that do not fit are skipped and logged).
+   prompt -> expert action, in the grader's prompt format) for ``warmup_steps`` x
+   ``warmup_rounds`` steps (defaults 40 x 1); submit. The warm-up ends by the budget's deadline
+   at the latest (it is the run's first valid submission; steps that do not fit are skipped and
+   logged).
 2. GRPO rounds from the warm-up model (``grpo.py``: sampled lockstep rollouts, group-relative
    advantages, policy-gradient steps on the executed action tokens), submitting each round's
    model, while the budget allows.
+
+Settings: ``SftGrpoSettings`` (settings.py: warmup_* for the warm-up, the ``grpo`` agent's
+fields for GRPO, reserve_s), from ``$A2RL_AGENT_SETTINGS``.
 """
 
 import os
@@ -18,18 +21,22 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from grpo import grpo_rounds
-from plan import SFT_STEPS, deadline, log, submit, submit_base_model
-from sft import install_train_script, setting, train_round
+from plan import deadline, log, submit, submit_base_model
+from settings import SftGrpoSettings, load
+from sft import install_train_script, train_round
 
 
 def main() -> int:
     ws = Path(os.environ["A2RL_WORKSPACE"])
+    settings = load(SftGrpoSettings)
     install_train_script(ws)
-    model, steps, submitted = str(ws / "base_model"), setting("STEPS", SFT_STEPS["sft_grpo"]), 0
-    for k in range(1, setting("WARMUP_ROUNDS", 1) + 1):
+    model, steps, submitted = str(ws / "base_model"), settings.warmup_steps, 0
+    for k in range(1, settings.warmup_rounds + 1):
         out = ws / "output" / f"sft-{k}"
         log("sft_grpo", f"warm-up round {k}: SFT {steps} steps from {model}")
-        report = train_round(ws, model, out, steps, k - 1, deadline())
+        report = train_round(ws, model, out, steps, k - 1, deadline(settings.reserve_s),
+                             batch=settings.warmup_batch, lr=settings.warmup_lr,
+                             max_len=settings.warmup_max_len, reserve_s=settings.reserve_s)
         if report is None or report["steps"] == 0 or not submit("sft_grpo", out):
             break
         submitted += 1
@@ -40,7 +47,7 @@ def main() -> int:
     if not submitted:
         submit_base_model("sft_grpo", ws, "the SFT warm-up made no checkpoint in the budget")
         return 0
-    code, _ = grpo_rounds(ws, model, first_round=1)
+    code, _ = grpo_rounds(ws, model, settings, first_round=1)
     return code
 
 

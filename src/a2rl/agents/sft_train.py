@@ -74,11 +74,11 @@ def arguments():
     p.add_argument("--model", required=True)
     p.add_argument("--data", required=True)
     p.add_argument("--out", required=True)
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--lr", type=float, default=5e-5)
-    # household prompts with their history run past 256 tokens
-    p.add_argument("--max-len", type=int, default=512)
+    # no defaults here: the agent passes its settings (SftSettings in a2rl/agents/settings.py)
+    p.add_argument("--steps", type=int, required=True)
+    p.add_argument("--batch", type=int, required=True)
+    p.add_argument("--lr", type=float, required=True)
+    p.add_argument("--max-len", type=int, required=True)
     p.add_argument("--lora", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--offset", type=int, default=0)
@@ -89,15 +89,21 @@ def arguments():
     return p
 
 
-def main():
-    a = arguments().parse_args()
-    torch.manual_seed(a.seed)
+def round_rows(a):
+    """This round's rows: the data shuffled by the seed, the ``offset``-th window of
+    steps x batch rows (wrapping around), so consecutive rounds see new rows."""
     with open(a.data) as f:
         rows = [json.loads(line) for line in f if line.strip()]
     random.Random(a.seed).shuffle(rows)
     need = a.steps * a.batch
     start = (a.offset * need) % max(1, len(rows))
-    picked = [rows[(start + i) % len(rows)] for i in range(need)]
+    return [rows[(start + i) % len(rows)] for i in range(need)]
+
+
+def main():
+    a = arguments().parse_args()
+    torch.manual_seed(a.seed)
+    picked = round_rows(a)
     dataset = Dataset.from_list([to_example(r) for r in picked])
     tokenizer = AutoTokenizer.from_pretrained(a.model)
     model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from a2rl.common.files import iter_jsonl, write_json_atomic
+from a2rl.common.records import LedgerEntry, read_ledger
 
 NGRAM = 8
 MIN_COVERAGE = 0.3
@@ -281,7 +282,7 @@ GRADER_ECHO = re.compile(r"resolves to .* outside the workspace")
 MAX_LISTED = 50
 
 
-def check_tamper(ledger: list[dict[str, Any]], events: list[dict[str, Any]],
+def check_tamper(ledger: list[LedgerEntry], events: list[dict[str, Any]],
                  texts: list[tuple[str, Path]], extra_protected: Iterable[str] = ()
                  ) -> dict[str, Any]:
     """The tamper log of a run from its ledger, events and the agent's ``texts`` ((label,
@@ -293,16 +294,14 @@ def check_tamper(ledger: list[dict[str, Any]], events: list[dict[str, Any]],
     attempts: list[dict[str, Any]] = []
     rejected = []
     for e in ledger:
-        if e.get("valid"):
+        if e.valid:
             continue
-        item = {"submission_id": e.get("submission_id"), "status_code": e.get("status_code"),
-                "model_path": e.get("model_path"), "error": e.get("error"),
-                "elapsed_s": e.get("elapsed_s")}
-        rejected.append(item)
-        if e.get("status_code") == 403 and "outside the workspace" in str(e.get("error")):
+        rejected.append({"submission_id": e.submission_id, "status_code": e.status_code,
+                         "model_path": e.model_path, "error": e.error,
+                         "elapsed_s": e.elapsed_s})
+        if e.status_code == 403 and "outside the workspace" in str(e.error):
             attempts.append({"kind": "submission_outside_workspace", "source": "ledger",
-                             "detail": f"submission {e.get('submission_id')}: "
-                                       f"{str(e.get('error'))[:300]}"})
+                             "detail": f"submission {e.submission_id}: {str(e.error)[:300]}"})
     for e in events:
         if e.get("kind") == "grader_denied":
             attempts.append({"kind": "grader_unauthorized", "source": "events",
@@ -353,7 +352,7 @@ def check_run_paths(run, prepared, n: int = NGRAM, min_coverage: float = MIN_COV
     texts = [("agent.log", run.agent_log), ("workspace/code", ws / "code")]
     if transcript is not None:
         texts.append((transcript.name, transcript))
-    tamper = check_tamper(list(iter_jsonl(run.ledger)), list(iter_jsonl(run.events)), texts,
+    tamper = check_tamper(read_ledger(run.ledger), list(iter_jsonl(run.events)), texts,
                           extra_protected=[str(run.ledger), str(run.events), str(run.store),
                                            str(run.code_repo), str(prepared.sealed)])
     result = {"contamination": contamination, "tamper": tamper}

@@ -1,6 +1,6 @@
 """The leaderboard: one row per (task, agent, driver), aggregated over seeds from each run's
-summary.json (written by ``a2rl.analysis.summary.summarize_run``), and one row per (level, agent, driver)
-aggregated over the level's tasks.
+summary.json (a ``RunSummary`` written by ``a2rl.analysis.summary.summarize_run``), and one row
+per (level, agent, driver) aggregated over the level's tasks.
 
 Columns: task, level, agent, driver, n_seeds (runs summarized), final_mean and final_std (test
 score of the selected submission over seeds; std with ddof=1, empty for one seed), ci_low and
@@ -31,8 +31,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from a2rl.common.files import read_json, write_json_atomic, write_text_atomic
+from a2rl.analysis.view import integrity_view
+from a2rl.common.files import write_json_atomic, write_text_atomic
 from a2rl.common.layout import Layout, RunPaths
+from a2rl.common.records import RunSummary
 from a2rl.config.types import RunConfig
 
 log = logging.getLogger(__name__)
@@ -65,7 +67,7 @@ def discover_run_roots(layout: Layout) -> list[Path]:
     return sorted(p.parent for p in (layout.results / "runs").glob(str(pattern)))
 
 
-def load_summaries(run_roots: Iterable[Path]) -> list[dict[str, Any]]:
+def load_summaries(run_roots: Iterable[Path]) -> list[RunSummary]:
     """summary.json of each run directory; runs without one are logged and left out."""
     summaries = []
     for root in run_roots:
@@ -73,7 +75,7 @@ def load_summaries(run_roots: Iterable[Path]) -> list[dict[str, Any]]:
         if not path.is_file():
             log.warning("no summary at %s; run left out of the leaderboard", path)
             continue
-        summaries.append(read_json(path))
+        summaries.append(RunSummary.load(path))
     return summaries
 
 
@@ -104,16 +106,12 @@ def stratified_bootstrap_ci(groups: list[np.ndarray], resamples: int = BOOTSTRAP
     return float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))
 
 
-def runs_frame(summaries: Iterable[dict[str, Any]]) -> pd.DataFrame:
+def runs_frame(summaries: Iterable[RunSummary]) -> pd.DataFrame:
     """One row per run: the cell, final, baseline, improvement, cost, contamination flag."""
-    def flagged(s: dict[str, Any]) -> bool:
-        return bool((((s.get("integrity") or {}).get("contamination")) or {}).get("flagged"))
-
-    runs = pd.DataFrame([{"task": s.get("task"), "level": s.get("level"),
-                          "agent": s.get("agent"), "driver": s.get("driver"),
-                          "seed": s.get("seed"), "final": s.get("final_score"),
-                          "baseline": s.get("baseline"), "improvement": s.get("improvement"),
-                          "cost": s.get("cost_usd"), "contaminated": flagged(s)}
+    runs = pd.DataFrame([{"task": s.task, "level": s.level, "agent": s.agent,
+                          "driver": s.driver, "seed": s.seed, "final": s.final_score,
+                          "baseline": s.baseline, "improvement": s.improvement,
+                          "cost": s.cost_usd, "contaminated": integrity_view(s.integrity).flagged}
                          for s in summaries],
                         columns=[*KEYS, "seed", "final", "baseline", "improvement", "cost",
                                  "contaminated"])
@@ -123,7 +121,7 @@ def runs_frame(summaries: Iterable[dict[str, Any]]) -> pd.DataFrame:
     return runs
 
 
-def leaderboard_frame(summaries: Iterable[dict[str, Any]]) -> pd.DataFrame:
+def leaderboard_frame(summaries: Iterable[RunSummary]) -> pd.DataFrame:
     """Aggregate per-run summaries into leaderboard rows (see the module doc for columns)."""
     runs = runs_frame(summaries)
     if runs.empty:
@@ -145,7 +143,7 @@ def leaderboard_frame(summaries: Iterable[dict[str, Any]]) -> pd.DataFrame:
     return board[COLUMNS].reset_index(drop=True)
 
 
-def level_frame(summaries: Iterable[dict[str, Any]]) -> pd.DataFrame:
+def level_frame(summaries: Iterable[RunSummary]) -> pd.DataFrame:
     """Aggregate per level (L1/L2/L3) and (agent, driver); see the module doc."""
     runs = runs_frame(summaries)
     if runs.empty:

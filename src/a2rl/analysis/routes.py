@@ -16,9 +16,15 @@ comments are ignored, so a ``# TODO: try DPO`` does not count.
 from __future__ import annotations
 
 import io
+import logging
 import re
 import tokenize
+from pathlib import Path
 from typing import Any, Iterable
+
+from a2rl.common.records import LedgerEntry
+
+log = logging.getLogger(__name__)
 
 # (method, pattern, what the evidence says); searched in order, every match is evidence
 SIGNALS: list[tuple[str, re.Pattern, str]] = [
@@ -137,3 +143,66 @@ def run_route(per_submission: list[dict[str, Any]]) -> list[str]:
     if len(found) > 1:
         found.discard("unknown")
     return sorted(found, key=ORDER.index)
+
+
+# ------------------------------------------------------------------------------- one run
+
+
+def _workspace_sources(workspace: Path) -> list[tuple[str, str]]:
+    """The code in the workspace as it is now, for runs recorded without code.git."""
+    from a2rl.grading.recording import select_files
+
+    if not workspace.is_dir():
+        return []
+    files, _ = select_files(workspace)
+    return [(rel, path.read_text(errors="replace")) for rel, path in files
+            if rel.endswith(CODE_SUFFIXES) and not path.is_symlink()]
+
+
+def _code_sources(repo: Path, commit: str | None, cache: dict) -> list[tuple[str, str]]:
+    from a2rl.grading import recording
+
+    if not commit:
+        return cache.get(None, [])
+    if commit not in cache:
+        try:
+            paths = [p for p in recording.tree_files(repo, commit) if p.endswith(CODE_SUFFIXES)]
+            cache[commit] = sorted(recording.read_files(repo, commit, paths).items())
+        except recording.RecordingError as err:
+            log.warning("cannot read code of commit %s: %s", commit, err)
+            cache[commit] = []
+    return cache[commit]
+
+
+def _transcript_sources(records: list[dict[str, Any]],
+                        until: str | None) -> list[tuple[str, str]]:
+    from a2rl.analysis.integrity import item_texts
+
+    chosen = [c for c in records
+              if until is None or not c.get("time") or str(c["time"]) <= until]
+    return [(f"transcript:{i + 1}", "\n".join(item_texts(c))) for i, c in enumerate(chosen)]
+
+
+def route_of(ledger: list[LedgerEntry], lineage: list[dict[str, Any]], repo: Path,
+             transcript: list[dict[str, Any]], final_commit: str | None,
+             workspace: Path) -> dict[str, Any]:
+    """Methods per submission (``per_submission``, in ledger order) and for the run: the code
+    at each submission's commit, the transcript up to its time and its artifact. Without
+    recorded revisions (runs from before code.git) the workspace's code as left is read."""
+    by_hash = {a["artifact_hash"]: a for a in lineage}
+    cache: dict[Any, list] = {}
+    if final_commit is None:
+        cache[None] = _workspace_sources(workspace)
+    per_submission = []
+    for e in ledger:
+        code = detect(_code_sources(repo, e.code_commit, cache)
+                      + _transcript_sources(transcript, e.time))
+        route = submission_route(by_hash.get(e.artifact_hash), code) if e.valid else code
+        per_submission.append({"id": e.submission_id, "valid": e.valid,
+                               "code_commit": e.code_commit, **route})
+    methods = run_route(per_submission)
+    techniques = sorted({t for p in per_submission if p["valid"] for t in p["techniques"]})
+    final = detect(_code_sources(repo, final_commit, cache)
+                   + _transcript_sources(transcript, None))
+    return {"methods": methods, "techniques": techniques, "per_submission": per_submission,
+            "final_code": final}

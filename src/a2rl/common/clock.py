@@ -14,6 +14,8 @@ class BudgetClock:
         self.count_eval_time = count_eval_time
         self._started: Optional[float] = None
         self._eval_s = 0.0
+        self._excused_s = 0.0  # time lost to the harness (a judge outage): always given back
+        self._eval_since: Optional[float] = None  # the running evaluation's start
         self._lock = threading.Lock()
 
     def start(self) -> None:
@@ -26,13 +28,35 @@ class BudgetClock:
     def elapsed(self) -> float:
         return 0.0 if self._started is None else time.monotonic() - self._started
 
-    def add_eval_time(self, seconds: float) -> None:
+    def begin_eval(self) -> None:
+        """An evaluation starts. While it runs it stretches the allowance as a finished one
+        does when evaluations do not count: an agent waiting for its score is not stopped at
+        the nominal limit meanwhile."""
         with self._lock:
-            self._eval_s += seconds
+            self._eval_since = time.monotonic()
+
+    def end_eval(self, account: str = "eval") -> float:
+        """The running evaluation ended; its seconds become evaluation time (``eval``), are
+        given back whether or not evaluations count (``excused``: grading failed for reasons
+        outside the submission) or are the agent's (``charged``). Returns them."""
+        if account not in ("eval", "excused", "charged"):
+            raise ValueError(f"account={account!r}; expected eval, excused or charged")
+        with self._lock:
+            seconds = time.monotonic() - self._eval_since
+            self._eval_since = None
+            if account == "eval":
+                self._eval_s += seconds
+            elif account == "excused":
+                self._excused_s += seconds
+        return seconds
 
     def allowance(self) -> float:
-        """The limit, stretched by evaluation time when evaluations do not count."""
-        return self.time_limit_s + (0.0 if self.count_eval_time else self._eval_s)
+        """The limit, stretched by excused time, and by evaluation time (the running one too)
+        when evaluations do not count."""
+        with self._lock:
+            running = 0.0 if self._eval_since is None else time.monotonic() - self._eval_since
+            evaluations = 0.0 if self.count_eval_time else self._eval_s + running
+            return self.time_limit_s + self._excused_s + evaluations
 
     def time_left(self) -> float:
         return max(0.0, self.allowance() - self.elapsed())

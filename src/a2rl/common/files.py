@@ -1,25 +1,7 @@
-"""Small file helpers shared by every writer, and the shapes of the records a run leaves.
+"""Small file helpers shared by every writer: atomic writes, JSON and JSON lines.
 
-ledger.jsonl (one line per submission, appended and fsync'd by ``a2rl.grading.ledger.Ledger``):
-  {"submission_id": 3, "time": "2026-11-30T05:40:00.123Z", "elapsed_s": 61.2,
-   "model_path": "output/ckpt-1", "valid": true, "error": null, "status_code": 200,
-   "artifact_hash": "<sha256>", "cached": false, "split": "test",
-   "score": 45.0, "stderr": 4.9, "n": 100, "eval_seconds": 20.1,
-   "best": 45.0, "baseline": 20.0, "improvement": 25.0}
-  An invalid submission has "valid": false, "error": "<message>", "status_code": 4xx, no score.
-
-events.jsonl (one timeline, ``a2rl.common.events.EventLog``):
-  {"time": "...Z", "elapsed_s": 0.0, "kind": "agent_start" | "agent_exit" | "submission" |
-   "budget_warning" | "budget_kill" | "grader_start" | "grader_stop" | "error", ...details}
-
-baseline.json: {"task", "model", "model_hash", "test": {"score", "stderr", "n", "seconds"},
-   "validation": {...} | null}
-run.json:      {"task", "agent", "driver", "seed", "started", "ended", "agent_seconds",
-   "exit_code", "status": "completed" | "budget_exhausted" | "agent_failed",
-   "time_limit_s", "sandbox"}
-final.json:    {"task", "agent", "driver", "seed", "feedback", "selected_submission",
-   "artifact_hash", "test_score", "test_stderr", "n", "baseline", "improvement",
-   "no_valid_submission", "rescored"}
+The records a run leaves (ledger.jsonl, run.json, final.json, summary.json) are defined, written
+and read in ``a2rl.common.records``.
 """
 
 from __future__ import annotations
@@ -69,16 +51,23 @@ def read_json(path: Path) -> Any:
 
 def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     """Records of a jsonl file; a torn last line (crash mid-write) is skipped."""
+    for _, record in iter_jsonl_lines(path):
+        yield record
+
+
+def iter_jsonl_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, record) of each line of a jsonl file (none when there is no file);
+    blank lines and a torn line (crash mid-write) are skipped."""
     path = Path(path)
     if not path.exists():
         return
     with path.open() as fh:
-        for line in fh:
+        for number, line in enumerate(fh, start=1):
             line = line.strip()
             if not line:
                 continue
             try:
-                yield json.loads(line)
+                yield number, json.loads(line)
             except json.JSONDecodeError:
                 continue
 

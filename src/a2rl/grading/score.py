@@ -9,6 +9,9 @@ JSON line back, in order: ``{"id", "score", "verdict", "reason"}`` with ``score`
 ``{"line", "error"}`` for a line that cannot be scored (the exit status is then 1). TASK is a
 conf/task name (``humaneval``, ``gsm8k``, ``gsm8k_arith``); OVERRIDES are Hydra overrides as
 for ``a2rl run`` (``task.params.timeout_s=5``).
+
+``a2rl score TASK ARGS...`` with anything but ``--replies`` runs the task's own scorer
+(``a2rl.task.base.task_command``), e.g. ``a2rl score alpacaeval --annotations FILE``.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from typing import Any
 
 from a2rl.task.base import Task
 
-USAGE = "usage: a2rl score TASK --replies FILE [OVERRIDES...]   (FILE '-' reads stdin)"
+USAGE = ("usage: a2rl score TASK --replies FILE [OVERRIDES...]   (FILE '-' reads stdin)\n"
+         "       a2rl score TASK ARGS...   (the task's own scorer, where it has one)")
 
 
 class BadLine(ValueError):
@@ -83,12 +87,17 @@ def _read_lines(path: str) -> list[str]:
 
 
 def main(args: list[str]) -> int:
+    from a2rl.config.compose import compose
+    from a2rl.isolation.codeexec import SandboxError
+    from a2rl.task.base import load_task, task_command
+
+    if len(args) >= 2 and args[1] != "--replies" and not args[0].startswith("-"):
+        command = task_command(compose([f"task={args[0]}"]).task)
+        if command is not None:
+            return command(args[1:])
     if len(args) < 3 or args[1] != "--replies" or args[0].startswith("-"):
         print(USAGE, file=sys.stderr)
         return 2
-    from a2rl.config.compose import compose
-    from a2rl.isolation.codeexec import SandboxError
-    from a2rl.task.base import load_task
 
     name, path, overrides = args[0], args[2], args[3:]
     try:

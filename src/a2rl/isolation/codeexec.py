@@ -18,7 +18,8 @@ process ending, or a call unanswered for ``call_timeout_s`` fails the program; t
 sticky, so a test that swallows it still fails. One candidate process serves every call of one
 program and is killed after it. The checker alone writes the verdict, on a pipe the candidate
 never holds; the two share no frames, globals, builtins, modules, random state or nonce, only
-the calls pipe and the replies pipe.
+the calls pipe and the replies pipe. Their programs are the files of ``a2rl.isolation.sandboxed``
+(``candidate.py``, ``checker.py``), run as source text.
 
 Isolation (``isolation="bwrap"``, the default), for both processes: bubblewrap with new pid,
 network, IPC, UTS and cgroup namespaces; the root is an empty read-only tmpfs holding only /usr
@@ -47,7 +48,7 @@ the tricks that work when program and tests share an interpreter (an object whos
 always true, walking frames or ``gc`` to the verdict writer, patching builtins or ``random``,
 ``sys.settrace`` on ``check``, reading the expected constant from the caller's bytecode): the
 checker never holds a program's object, and the program's process holds nothing of the tests
-but the arguments of each call (tests/test_reply_attacks.py tries them all).
+but the arguments of each call (tests/grading/test_reply_attacks.py tries them all).
 
 Threat model, honestly: the sandboxes protect the host and the grader (files, processes,
 network, memory and process counts) with kernel mechanisms, and the process boundary protects
@@ -62,15 +63,10 @@ memory, its pipes) and the host.
 """
 from __future__ import annotations
 
-import contextlib
-import json
 import math
 import os
 import secrets
-import selectors
 import shutil
-import signal
-import site
 import statistics
 import subprocess
 import sys
@@ -80,9 +76,16 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO
 
-import psutil
+from a2rl.isolation.bwrap import (
+    PROGRAM_SYSTEM,
+    BwrapCommand,
+    hidden_package_dirs,
+    python_prefixes,
+)
+from a2rl.isolation.pipes import Streams, job_bytes
+from a2rl.isolation.procs import kill_group, kill_namespace_init
+from a2rl.isolation.sandboxed import CANDIDATE_SOURCE, CHECKER_SOURCE
 
 ISOLATIONS = ("bwrap", "none")
 STATUSES = ("passed", "failed", "timeout", "no_verdict")
@@ -93,233 +96,12 @@ SANDBOX_UID = 1000  # inside a user namespace (non-root callers)
 # on a normal system has one, and RLIMIT_NPROC counts per uid, so sandboxes never share a count.
 THROWAWAY_UID_BASE = 1_900_000_000
 THROWAWAY_UID_SPAN = 10_000_000
-ROOT_LINKS = ["/bin", "/lib", "/lib64", "/sbin", "/lib32", "/libx32"]
-SYSTEM_RO = ["/usr", "/etc/ld.so.cache", "/etc/localtime"]
 RESULT_BYTES = 4096  # the most the caller reads from the verdict pipe
 CHECKER_OUTPUT_BYTES = 16384  # of the checker's own output, kept for error messages
 MESSAGE_BYTES = 16 * 1024 * 1024  # the longest call or reply between candidate and checker
 KILL_WAIT_S = 5.0
 ENV = {"PATH": "/usr/bin:/bin", "HOME": SANDBOX_CWD, "TMPDIR": SANDBOX_CWD,
        "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
-
-# Both sandboxed processes run `python -I -S -u -B -c <source>` and read their job (JSON) from
-# stdin; the source is a2rl/plaindata.py followed by _COMMON and the process's own part.
-_COMMON = r"""
-import builtins, json, os, resource, sys, time
-
-def _read_job():
-    job = json.loads(sys.stdin.buffer.read().decode("utf-8", "surrogatepass"))
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    for name, value in job["rlimits"].items():
-        kind = getattr(resource, name)
-        hard = resource.getrlimit(kind)[1]
-        if hard != resource.RLIM_INFINITY:
-            value = min(value, hard)
-        resource.setrlimit(kind, (value, value))
-    return job
-
-def _describe(err):
-    try:
-        name = getattr(err, "remote_type", None) or type(err).__name__
-        return str(name)[:100], str(err)[:500]
-    except BaseException:
-        return "unprintable exception", ""
-"""
-
-# The untrusted process: runs the program, then answers calls of its entry point until the
-# checker closes the calls pipe. Nothing here is trusted: a program can change all of it.
-_CANDIDATE_MAIN = r"""
-def _send(fd, message):
-    try:
-        text = encode(message)
-    except BaseException as err:
-        text = encode(("unsendable", _describe(err)[1]))
-    write_frame(fd, text)
-
-def _candidate_main():
-    job = _read_job()
-    calls, replies = job["calls"], job["replies"]
-    _send(replies, ("started",))  # before any program code: the sandbox works
-    try:
-        namespace = {"__name__": "__program__", "__builtins__": builtins}
-        exec(compile(job["program"], "<program>", "exec", dont_inherit=True, optimize=0),
-             namespace)
-        function = namespace.get(job["entry_point"])
-        if not callable(function):
-            raise NameError("the program defines no function " + job["entry_point"])
-    except BaseException as err:
-        _send(replies, ("error",) + _describe(err))
-        os._exit(1)
-    _send(replies, ("ready",))
-    while True:
-        frame = read_frame(calls, job["max_message"])
-        if frame is None:
-            os._exit(0)
-        _, args, kwargs = decode(frame)
-        try:
-            reply = ("value", function(*args, **kwargs))
-        except BaseException as err:
-            reply = ("raised",) + _describe(err)
-        _send(replies, reply)
-
-try:
-    _candidate_main()
-except BaseException:
-    os._exit(1)
-"""
-
-# The trusted process: the dataset's context and test, with the entry point bound to a proxy
-# that sends each call's arguments as plain data and reads back plain data or an exception.
-_CHECKER_MAIN = r"""
-class InvalidReply(BaseException):
-    # Not an Exception: a test's `except Exception` must not swallow a broken candidate.
-    pass
-
-class CallTimeout(InvalidReply):
-    pass
-
-class CandidateError(Exception):
-    pass
-
-# exceptions that steer control flow where they are caught (a map() or a for loop ending
-# early): a candidate raising one gets a CandidateError of that name instead
-_CONTROL_FLOW = (StopIteration, StopAsyncIteration)
-
-def remote_exception(name, message):
-    cls = getattr(builtins, name, None)
-    if not (isinstance(cls, type) and issubclass(cls, BaseException)):
-        err = CandidateError(message)
-    elif not issubclass(cls, Exception):  # SystemExit, KeyboardInterrupt, ...
-        err = InvalidReply(message)
-    elif issubclass(cls, _CONTROL_FLOW):
-        err = CandidateError(message)
-    else:
-        try:
-            err = cls(message)
-        except Exception:
-            err = CandidateError(message)
-    err.remote_type = name
-    return err
-
-class Remote:
-    def __init__(self, job):
-        self.calls, self.replies = job["calls"], job["replies"]
-        self.timeout, self.limit = job["call_timeout_s"], job["max_message"]
-        self.broken = None
-        for fd in (self.calls, self.replies):
-            os.set_blocking(fd, False)
-
-    def _fail(self, err):
-        if self.broken is None:
-            self.broken = err
-        raise self.broken
-
-    def _receive(self, deadline):
-        try:
-            frame = read_frame(self.replies, self.limit, deadline)
-        except TimeoutError:
-            self._fail(CallTimeout("the candidate did not answer within %gs" % self.timeout))
-        except NotPlainData as err:
-            self._fail(InvalidReply("the candidate's reply: " + str(err)))
-        if frame is None:
-            self._fail(InvalidReply("the candidate's process ended"))
-        try:
-            message = decode(frame)
-        except NotPlainData as err:
-            self._fail(InvalidReply("the candidate's reply: " + str(err)))
-        if type(message) is not tuple or not message or type(message[0]) is not str:
-            self._fail(InvalidReply("the candidate's reply is malformed"))
-        return message
-
-    def _raise_remote(self, message):
-        if len(message) != 3 or type(message[1]) is not str or type(message[2]) is not str:
-            self._fail(InvalidReply("the candidate's reply is malformed"))
-        err = remote_exception(message[1], message[2])
-        if isinstance(err, InvalidReply):
-            self._fail(err)
-        raise err
-
-    def start(self):
-        deadline = time.monotonic() + self.timeout
-        if self._receive(deadline) != ("started",):
-            self._fail(InvalidReply("the candidate's reply is malformed"))
-        message = self._receive(deadline)
-        if message[0] == "error":
-            self._raise_remote(message)
-        if message != ("ready",):
-            self._fail(InvalidReply("the candidate's reply is malformed"))
-
-    def call(self, args, kwargs):
-        if self.broken is not None:
-            raise self.broken
-        try:
-            text = encode(("call", args, kwargs))
-        except NotPlainData as err:  # an honest limit: the test passes something else
-            self._fail(InvalidReply("the test passes the candidate an argument that is "
-                                    + str(err)))
-        deadline = time.monotonic() + self.timeout
-        try:
-            write_frame(self.calls, text, deadline)
-        except TimeoutError:
-            self._fail(CallTimeout("the candidate did not read its call within %gs"
-                                   % self.timeout))
-        except OSError:
-            self._fail(InvalidReply("the candidate's process ended"))
-        message = self._receive(deadline)
-        if message[0] == "value" and len(message) == 2:
-            return message[1]
-        if message[0] == "raised":
-            self._raise_remote(message)
-        if message[0] == "unsendable" and len(message) == 2 and type(message[1]) is str:
-            self._fail(InvalidReply("the candidate returned " + message[1]))
-        self._fail(InvalidReply("the candidate's reply is malformed"))
-
-    def proxy(self, name):
-        def candidate(*args, **kwargs):
-            return self.call(args, kwargs)
-        candidate.__name__ = candidate.__qualname__ = name
-        return candidate
-
-def _checker_main():
-    job = _read_job()
-    verdict = job["verdict"]
-
-    def report(line):
-        os.write(verdict, (line.replace("\n", " ")[:700] + "\n").encode("utf-8", "replace"))
-
-    report("started")
-    remote = Remote(job)
-    try:
-        context = compile(job["context"], "<context>", "exec", dont_inherit=True, optimize=0)
-        test = compile(job["test"], "<test>", "exec", dont_inherit=True, optimize=0)
-        remote.start()
-        namespace = {"__name__": "__test__"}
-        exec(context, namespace)
-        candidate = remote.proxy(job["entry_point"])
-        namespace[job["entry_point"]] = candidate
-        exec(test, namespace)
-        if job["call_check"]:
-            namespace["check"](candidate)
-        if remote.broken is not None:  # caught by a bare `except:` in the test
-            raise remote.broken
-    except BaseException as err:
-        name, text = _describe(err)
-        report(("timeout " if isinstance(err, CallTimeout) else "failed ") + name + ": " + text)
-        os._exit(1)
-    report("passed")
-    os._exit(0)
-
-try:
-    _checker_main()
-except BaseException:
-    os._exit(1)
-"""
-
-_PLAINDATA = Path(__file__).with_name("plaindata.py").read_text()
-CANDIDATE_SOURCE = _PLAINDATA + _COMMON + _CANDIDATE_MAIN
-CHECKER_SOURCE = _PLAINDATA + _COMMON + _CHECKER_MAIN
 
 
 class SandboxError(RuntimeError):
@@ -455,7 +237,7 @@ class CodeRunner:
                 for fd in (calls_r, calls_w, replies_r, replies_w, verdict_w):
                     os.close(fd)
             candidate, checker = procs
-            streams = _Streams([(proc.stdin, _payload(job)) for proc, (_, _, job)
+            streams = Streams([(proc.stdin, job_bytes(job)) for proc, (_, _, job)
                                 in zip(procs, jobs, strict=True)],
                                {"output": (candidate.stdout, self.limits.output_bytes),
                                 "checker": (checker.stdout, CHECKER_OUTPUT_BYTES),
@@ -507,48 +289,35 @@ class CodeRunner:
             return python
         # --as-pid-1: the runner is the namespace's init, so bwrap reaps it itself (bwrap's own
         # init would be left as a zombie for whoever reaps orphans) and its exit ends the rest
-        args = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
-                "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--as-pid-1"]
+        bwrap = BwrapCommand("--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+                             "--unshare-cgroup-try", "--die-with-parent", "--new-session",
+                             "--as-pid-1")
         if not self.as_root:
-            args += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
-        args += self._mount_args()
-        args += ["--clearenv"]
-        for key, value in ENV.items():
-            args += ["--setenv", key, value]
-        args += ["--chdir", SANDBOX_CWD]
-        if self.as_root:
-            uid = str(THROWAWAY_UID_BASE + secrets.randbelow(THROWAWAY_UID_SPAN))
-            args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
-                     "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                     "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
-        else:
-            args += ["--"]
-        return args + python
+            bwrap.add("--unshare-user").identity(SANDBOX_UID)
+        self._mount(bwrap).environment(ENV)
+        if not self.as_root:
+            return bwrap.run(SANDBOX_CWD, python)
+        uid = str(THROWAWAY_UID_BASE + secrets.randbelow(THROWAWAY_UID_SPAN))
+        return bwrap.run(SANDBOX_CWD, python, wrapper=[
+            "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
+            "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+            "--bounding-set=-all", "--no-new-privs", "--"])
 
     # ---- internals ------------------------------------------------------------------------
 
     def _host_env(self) -> dict[str, str]:
         return dict(ENV) if self.isolation == "bwrap" else {**ENV, "HOME": "/nonexistent"}
 
-    def _mount_args(self) -> list[str]:
-        args: list[str] = []
-        for path in SYSTEM_RO:
-            if Path(path).exists():
-                args += ["--ro-bind", path, path]
-        for link in ROOT_LINKS:
-            p = Path(link)
-            if p.is_symlink():
-                args += ["--symlink", os.readlink(p), link]
-            elif p.is_dir():
-                args += ["--ro-bind", link, link]
+    def _mount(self, bwrap: BwrapCommand) -> BwrapCommand:
+        """A read-only root of the system's and the base Python's files, site-packages hidden,
+        with a fresh size-limited /tmp to work in."""
+        bwrap.system(PROGRAM_SYSTEM)
         for prefix in python_prefixes():
-            args += ["--ro-bind", prefix, prefix]
-        for hidden in hidden_package_dirs():
-            args += ["--tmpfs", hidden, "--remount-ro", hidden]
-        args += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
-                 "--size", str(self.limits.tmpfs_mb * 1024 * 1024), "--perms", "1777",
-                 "--tmpfs", SANDBOX_CWD, "--remount-ro", "/"]
-        return args
+            bwrap.ro_bind(prefix)
+        bwrap.hide(hidden_package_dirs())
+        return bwrap.add("--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
+                         "--size", str(self.limits.tmpfs_mb * 1024 * 1024), "--perms", "1777",
+                         "--tmpfs", SANDBOX_CWD, "--remount-ro", "/")
 
     def _spawn(self, source: str, fds: tuple[int, ...], workdirs: list[str]
                ) -> subprocess.Popen:
@@ -565,39 +334,16 @@ class CodeRunner:
             self._kill(proc)
 
     def _kill(self, proc: subprocess.Popen) -> None:
-        """SIGKILL the namespace's init (the runner), whose death takes every process inside
-        with it, and let bwrap reap it and exit; SIGKILL bwrap's process group as well when it
-        does not exit at once, reaping an init re-parented to a subreaper caller. Without bwrap,
-        the process's group and descendants are killed (only its own: other programs run next
-        to it)."""
+        """Under bwrap, end the program's pid namespace through its init (the runner); without
+        it, the process's group and descendants (only its own: other programs run next to
+        it)."""
         if self.isolation == "none":
-            _kill_group(proc)
-            return
-        try:
-            inner = psutil.Process(proc.pid).children()
-        except psutil.Error:
-            inner = []
-        for p in inner:
-            try:
-                p.kill()
-            except psutil.Error:
-                pass
-        try:
-            proc.wait(timeout=1.0 if inner else 0.0)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
-                proc.wait(timeout=KILL_WAIT_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        _await_gone(inner, KILL_WAIT_S)
+            kill_group(proc)
+        else:
+            kill_namespace_init(proc, KILL_WAIT_S)
 
     @staticmethod
-    def _judge(streams: _Streams, exit_code: int | None, timed_out: bool,
+    def _judge(streams: Streams, exit_code: int | None, timed_out: bool,
                seconds: float) -> ExecResult:
         """The verdict is the checker's alone: the candidate holds no end of its pipe."""
         lines = streams.text("verdict").splitlines()
@@ -618,137 +364,6 @@ class CodeRunner:
             result.detail = (f"the checker ended without a verdict (exit code {exit_code}): "
                              f"{streams.text('checker')[-500:]}")
         return result
-
-
-def _payload(job: dict) -> bytes:
-    return json.dumps(job).encode("utf-8", "surrogatepass")
-
-
-class _Streams:
-    """Feeds each process its job on stdin and reads the named pipes, keeping at most a limit
-    of bytes of each (the rest is read and dropped, so no writer ever blocks on us)."""
-
-    def __init__(self, writes: list[tuple[IO[bytes], bytes]],
-                 reads: dict[str, tuple[IO[bytes] | int, int]]):
-        self.writes = {pipe.fileno(): (pipe, memoryview(data)) for pipe, data in writes}
-        self.names = {(src if isinstance(src, int) else src.fileno()): name
-                      for name, (src, _) in reads.items()}
-        self.limits = {name: limit for name, (_, limit) in reads.items()}
-        self.data = {name: bytearray() for name in reads}
-        self.truncated = {name: False for name in reads}
-        for fd in [*self.writes, *self.names]:
-            os.set_blocking(fd, False)
-
-    def text(self, name: str) -> str:
-        return self.data[name].decode("utf-8", "replace")
-
-    def pump(self, until: str | None, deadline: float) -> bool:
-        """Move bytes until the pipe ``until`` closes (None: every pipe) or ``deadline``
-        passes; True when it closed in time."""
-        sel = selectors.DefaultSelector()
-        try:
-            for fd in self.writes:
-                sel.register(fd, selectors.EVENT_WRITE)
-            for fd in self.names:
-                sel.register(fd, selectors.EVENT_READ)
-            while self.names and (until is None or until in self.names.values()):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                for key, _ in sel.select(timeout=left):
-                    if key.fd in self.writes:
-                        self._write(key.fd, sel)
-                    else:
-                        self._read(key.fd, sel)
-            return True
-        finally:
-            sel.close()
-
-    def _write(self, fd: int, sel: selectors.BaseSelector) -> None:
-        pipe, data = self.writes[fd]
-        try:
-            data = data[os.write(fd, data[:65536]):]
-        except BlockingIOError:
-            return
-        except BrokenPipeError:
-            data = data[:0]
-        self.writes[fd] = (pipe, data)
-        if not data:
-            sel.unregister(fd)
-            del self.writes[fd]
-            pipe.close()
-
-    def _read(self, fd: int, sel: selectors.BaseSelector) -> None:
-        try:
-            chunk = os.read(fd, 65536)
-        except BlockingIOError:
-            return
-        name = self.names[fd]
-        if not chunk:
-            sel.unregister(fd)
-            del self.names[fd]
-            return
-        keep = max(0, self.limits[name] - len(self.data[name]))
-        self.data[name] += chunk[:keep]
-        self.truncated[name] = self.truncated[name] or len(chunk) > keep
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        family = psutil.Process(proc.pid).children(recursive=True)
-    except psutil.Error:
-        family = []
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    for p in family:
-        with contextlib.suppress(psutil.Error):
-            p.kill()
-    proc.kill()
-    proc.wait()
-
-
-def _await_gone(procs: list[psutil.Process], timeout: float) -> None:
-    """Wait until ``procs`` have exited; reap those re-parented to us (a subreaper caller),
-    leave the zombies of others to their new parent."""
-    deadline = time.monotonic() + timeout
-    for p in procs:
-        while time.monotonic() < deadline:
-            try:
-                if p.ppid() == os.getpid():
-                    os.waitpid(p.pid, 0)
-                    break
-                if p.status() == psutil.STATUS_ZOMBIE:
-                    break
-            except (psutil.Error, ChildProcessError):
-                break
-            time.sleep(0.01)
-
-
-def python_prefixes() -> list[str]:
-    """Folders of the base Python installation (stdlib, lib-dynload, libpython) outside /usr."""
-    roots = {str(Path(p).resolve()) for p in (sys.base_prefix, sys.base_exec_prefix,
-                                              Path(sys.executable).resolve().parent.parent)}
-    roots = sorted(r for r in roots if Path(r).exists() and not r.startswith("/usr/")
-                   and r != "/usr")
-    return [r for r in roots if not any(r != o and r.startswith(o + "/") for o in roots)]
-
-
-def hidden_package_dirs() -> list[str]:
-    """Installed-package folders the sandbox would otherwise show: the base installation's
-    site-packages and the system's (under /usr). Programs get the standard library only."""
-    candidates = set(site.getsitepackages([sys.base_prefix, sys.base_exec_prefix]))
-    for pattern in ("lib/python3*/site-packages", "lib/python3*/dist-packages",
-                    "local/lib/python3*/site-packages", "local/lib/python3*/dist-packages"):
-        candidates.update(str(p) for p in Path("/usr").glob(pattern))
-    visible = python_prefixes() + ["/usr"]
-    found = set()
-    for path in candidates:
-        p = Path(path)
-        if p.is_dir() and not p.is_symlink():
-            resolved = str(p.resolve())
-            if any(resolved.startswith(v + "/") for v in visible):
-                found.add(resolved)
-    return sorted(found)
 
 
 def measure_overhead(runner: CodeRunner, n: int = 50) -> dict[str, float]:

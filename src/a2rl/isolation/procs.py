@@ -1,4 +1,5 @@
-"""Running an agent process within its deadline, and making sure nothing it started survives.
+"""Running an agent process within its deadline, and making sure nothing it started survives;
+ending a code check's sandboxed processes (``kill_namespace_init``, ``kill_group``).
 
 The harness makes itself a child subreaper, so processes the agent detaches (double fork,
 setsid) are re-parented to the harness instead of init and can still be found and killed.
@@ -6,6 +7,7 @@ setsid) are re-parented to the harness instead of init and can still be found an
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -85,6 +87,66 @@ def end_tree(proc: subprocess.Popen, grace_s: float, exclude: set[int] = frozens
     proc.wait()
     _reap()
     return len(others)
+
+
+def kill_namespace_init(proc: subprocess.Popen, wait_s: float) -> None:
+    """End a bwrap started with ``--as-pid-1``: SIGKILL the namespace's init, whose death takes
+    every process inside with it, and let bwrap reap it and exit; SIGKILL bwrap's process group
+    as well when it does not exit at once, reaping an init re-parented to a subreaper caller."""
+    try:
+        inner = psutil.Process(proc.pid).children()
+    except psutil.Error:
+        inner = []
+    for p in inner:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    try:
+        proc.wait(timeout=1.0 if inner else 0.0)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    _await_gone(inner, wait_s)
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL ``proc``, its process group and its descendants at once, and reap it."""
+    try:
+        family = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.Error:
+        family = []
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    for p in family:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    proc.kill()
+    proc.wait()
+
+
+def _await_gone(procs: list[psutil.Process], timeout: float) -> None:
+    """Wait until ``procs`` have exited; reap those re-parented to us (a subreaper caller),
+    leave the zombies of others to their new parent."""
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        while time.monotonic() < deadline:
+            try:
+                if p.ppid() == os.getpid():
+                    os.waitpid(p.pid, 0)
+                    break
+                if p.status() == psutil.STATUS_ZOMBIE:
+                    break
+            except (psutil.Error, ChildProcessError):
+                break
+            time.sleep(0.01)
 
 
 def _family(proc: subprocess.Popen, exclude: set[int]) -> list[psutil.Process]:

@@ -11,10 +11,10 @@ which bwrap drops), not host file permissions.
 from __future__ import annotations
 
 import shutil
-import sys
-import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from a2rl.isolation.bwrap import AGENT_SYSTEM, BwrapCommand, python_paths
 
 WORKSPACE = "/workspace"
 TOOLS = "/opt/a2rl"
@@ -22,11 +22,6 @@ GRADER_DIR = "/run/a2rl"
 HOME = "/tmp/home"
 SANDBOX_UID = 1000
 
-# read-only system paths an agent's programs need (merged-/usr systems link /bin etc. into /usr)
-SYSTEM_RO = ["/usr", "/etc/ssl", "/etc/ca-certificates", "/etc/resolv.conf", "/etc/hosts",
-             "/etc/nsswitch.conf", "/etc/localtime", "/etc/ld.so.cache", "/etc/alternatives",
-             "/etc/passwd", "/etc/group", "/etc/gitconfig", "/etc/pip.conf", "/etc/xdg/pip"]
-ROOT_LINKS = ["/bin", "/lib", "/lib64", "/sbin", "/lib32", "/libx32"]
 # areas of the workspace the agent may write; the rest of it is mounted read-only
 WRITABLE = ("code", "output")
 
@@ -71,57 +66,27 @@ class Sandbox:
         """The full command line; with ``none`` it is ``argv`` itself."""
         if self.kind == "none":
             return list(argv)
-        return ["bwrap", *self._namespace_args(), *self._mount_args(), *self._env_args(env),
-                "--chdir", WORKSPACE, "--", *argv]
+        bwrap = BwrapCommand("--unshare-all", "--die-with-parent", "--new-session")
+        bwrap.identity(SANDBOX_UID).add("--hostname", "a2rl")
+        if self.network:
+            bwrap.add("--share-net")
+        return self._mount(bwrap).environment(env).run(WORKSPACE, argv)
 
     def host_env(self, env: dict[str, str]) -> dict[str, str] | None:
         """The environment for Popen: bwrap gets its own via --setenv, the host run gets env."""
         return {"PATH": "/usr/bin:/bin"} if self.kind == "bwrap" else dict(env)
 
-    def _namespace_args(self) -> list[str]:
-        args = ["--unshare-all", "--die-with-parent", "--new-session",
-                "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "a2rl"]
-        if self.network:
-            args.append("--share-net")
-        return args
-
-    def _mount_args(self) -> list[str]:
+    def _mount(self, bwrap: BwrapCommand) -> BwrapCommand:
         # the fresh /tmp first: binds of host paths that live under /tmp (a checkout, a venv, the
         # agent tools) must land on top of it, not be hidden by it
-        args: list[str] = ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", HOME]
-        for path in SYSTEM_RO:
-            if Path(path).exists():
-                args += ["--ro-bind", path, path]
-        for link in ROOT_LINKS:
-            p = Path(link)
-            if p.is_symlink():
-                args += ["--symlink", str(p.readlink()), link]
-            elif p.is_dir():
-                args += ["--ro-bind", link, link]
+        bwrap.add("--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", HOME)
+        bwrap.system(AGENT_SYSTEM)
         for path in python_paths() + [str(p) for p in self.extra_ro]:
-            args += ["--ro-bind", path, path]
-        args += ["--ro-bind", str(self.workspace), WORKSPACE]
+            bwrap.ro_bind(path)
+        bwrap.ro_bind(self.workspace, WORKSPACE)
         for area in WRITABLE:
-            args += ["--bind", str(self.workspace / area), f"{WORKSPACE}/{area}"]
-        args += ["--ro-bind", str(self.tools), TOOLS,
-                 "--ro-bind", str(self.grader_dir), GRADER_DIR]
+            bwrap.bind(self.workspace / area, f"{WORKSPACE}/{area}")
+        bwrap.ro_bind(self.tools, TOOLS).ro_bind(self.grader_dir, GRADER_DIR)
         for view, host in self.extra_rw.items():
-            args += ["--bind", str(host), view]
-        return args
-
-    @staticmethod
-    def _env_args(env: dict[str, str]) -> list[str]:
-        args = ["--clearenv"]
-        for key, value in env.items():
-            args += ["--setenv", key, value]
-        return args
-
-
-def python_paths() -> list[str]:
-    """Folders the running Python needs (interpreter, stdlib, site-packages), outside /usr."""
-    found = {Path(sys.base_prefix), Path(sys.prefix), Path(sys.executable).resolve().parent}
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        found.add(Path(sysconfig.get_paths()[key]))
-    roots = sorted({str(p) for p in found if p.exists() and not str(p).startswith("/usr/")})
-    # keep only top-most folders so nested binds do not repeat
-    return [r for r in roots if not any(r != o and r.startswith(o + "/") for o in roots)]
+            bwrap.bind(host, view)
+        return bwrap

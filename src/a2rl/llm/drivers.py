@@ -21,7 +21,7 @@ from typing import Any, Optional
 from a2rl.common.events import EventLog
 from a2rl.common.layout import Layout, RunPaths
 from a2rl.config.types import RunConfig
-from a2rl.llm.proxy import LLMProxy, ProxySettings
+from a2rl.llm.proxy import LLMProxy
 from a2rl.llm.replay import ReplayScript, ReplayServer
 from a2rl.llm.stacks import (
     AGENT_DIR_VIEW,
@@ -32,6 +32,7 @@ from a2rl.llm.stacks import (
     stack_of,
     tools_dir,
 )
+from a2rl.llm.upstream import ProxySettings
 
 KEYED_PROVIDERS = ("anthropic", "openai", "gemini")
 DEFAULT_REPLAY_SCRIPT = "replay_train_and_submit.yaml"

@@ -32,6 +32,9 @@ llm_calls.jsonl, one line per call::
 
 ``outcome`` is ok, upstream_error (the provider answered >= 400), connection_error (it could not
 be reached), budget_exhausted, unauthorized, bad_request, unsupported or client_closed.
+
+The driver's settings, the route and the upstream URL and headers are ``a2rl.llm.upstream``'s;
+the server is ``a2rl.llm.loopback``'s.
 """
 
 from __future__ import annotations
@@ -39,102 +42,39 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 import httpx
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from a2rl.common.files import append_jsonl, iter_jsonl, utc_now
 from a2rl.common.layout import RunPaths
+from a2rl.llm.loopback import LoopbackServer, Served
+from a2rl.llm.parse import to_chat_request, turn_of_chat
+from a2rl.llm.render import count_tokens_answer, render_error, turn_response
+from a2rl.llm.upstream import ProxyError, ProxySettings, upstream_headers, upstream_url
 from a2rl.llm.wire import (
-    ANTHROPIC,
     GEMINI,
-    GEMINI_PREFIX,
     OPENAI_CHAT,
-    OPENAI_RESPONSES,
-    PROTOCOLS,
     Usage,
     UsageTracker,
     WireError,
-    count_tokens_answer,
     gemini_method,
     is_counting,
     is_streaming,
     protocol_of,
-    render_error,
-    render_json,
-    render_sse,
-    to_chat_request,
-    turn_of_chat,
     usage_of,
 )
 
-# the protocols each provider speaks natively
-PROVIDER_PROTOCOLS: dict[str, frozenset[str]] = {
-    "anthropic": frozenset({ANTHROPIC}),
-    "openai": frozenset({OPENAI_CHAT, OPENAI_RESPONSES}),
-    "gemini": frozenset({GEMINI}),
-    "openai_compatible": frozenset({OPENAI_CHAT, OPENAI_RESPONSES}),
-    "replay": frozenset(PROTOCOLS),
-}
-ANTHROPIC_VERSION = "2023-06-01"
-# request headers never forwarded (auth is the proxy's; the rest are per-connection)
-DROPPED_REQUEST_HEADERS = {"host", "content-length", "authorization", "x-api-key",
-                           "x-goog-api-key", "api-key", "connection", "accept-encoding",
-                           "transfer-encoding", "keep-alive", "proxy-authorization"}
+# response headers relayed to the agent (the rest are per-connection or the provider's own)
 KEPT_RESPONSE_HEADERS = {"content-type", "request-id", "x-request-id", "anthropic-ratelimit",
                          "retry-after", "openai-processing-ms"}
-
-
-class ProxyError(RuntimeError):
-    """The proxy cannot be configured or started as asked."""
-
-
-@dataclass
-class ProxySettings:
-    """Where calls go and what they cost. ``base_url`` is the provider's API root as its own
-    SDK takes it: with the version for OpenAI-style APIs (``https://api.openai.com/v1``),
-    without it for Anthropic and Gemini (``https://api.anthropic.com``)."""
-
-    provider: str
-    model: str
-    base_url: str
-    api_key: Optional[str] = None
-    openai_base_url: Optional[str] = None
-    price_in_per_mtok: float = 0.0
-    price_out_per_mtok: float = 0.0
-    price_cached_in_per_mtok: Optional[float] = None
-    max_tokens: Optional[int] = None
-    max_usd: Optional[float] = None
-    timeout_s: float = 900.0
-
-    def __post_init__(self) -> None:
-        if self.provider not in PROVIDER_PROTOCOLS:
-            raise ProxyError(f"driver provider {self.provider!r}; expected one of "
-                             f"{sorted(PROVIDER_PROTOCOLS)}")
-        if not self.base_url:
-            raise ProxyError(f"driver provider {self.provider!r} needs a base_url")
-
-    def route(self, protocol: str) -> tuple[str, str]:
-        """(route, base URL) for an agent speaking ``protocol``."""
-        if protocol in PROVIDER_PROTOCOLS[self.provider]:
-            return "native", self.base_url
-        if self.openai_base_url:
-            return ("openai_compatible" if protocol == OPENAI_CHAT else "translated",
-                    self.openai_base_url)
-        if OPENAI_CHAT in PROVIDER_PROTOCOLS[self.provider]:
-            return "translated", self.base_url
-        raise ProxyError(f"provider {self.provider!r} does not speak {protocol} and has no "
-                         f"openai_base_url to translate through")
 
 
 class CallLog:
@@ -217,45 +157,6 @@ def _presented_key(request: Request) -> str:
         return auth[7:].strip()
     return (request.headers.get("x-api-key") or request.headers.get("x-goog-api-key")
             or request.headers.get("api-key") or request.query_params.get("key") or "")
-
-
-def upstream_url(protocol: str, route: str, base: str, path: str, model: str,
-                 query: dict[str, str], provider: str = "") -> str:
-    """The provider URL for a call to ``path``. OpenAI-style bases carry the version (/v1);
-    Anthropic and Gemini bases and the replay server's do not."""
-    base = base.rstrip("/")
-    if route != "native":
-        return f"{base}/chat/completions"
-    if protocol == GEMINI:
-        _, method = gemini_method(path)
-        params = "&".join(f"{k}={v}" for k, v in query.items() if k != "key")
-        return f"{base}{GEMINI_PREFIX}{model}:{method}" + (f"?{params}" if params else "")
-    if protocol in (OPENAI_CHAT, OPENAI_RESPONSES) and provider != "replay":
-        return base + path.removeprefix("/v1")
-    return base + path
-
-
-def upstream_headers(protocol: str, route: str, settings: ProxySettings,
-                     client_headers: dict[str, str]) -> dict[str, str]:
-    headers = {k: v for k, v in client_headers.items()
-               if k.lower() not in DROPPED_REQUEST_HEADERS}
-    headers["accept-encoding"] = "identity"
-    key = settings.api_key
-    if route == "native" and protocol == ANTHROPIC:
-        headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
-        if key:
-            headers["x-api-key"] = key
-    elif route == "native" and protocol == GEMINI:
-        if key:
-            headers["x-goog-api-key"] = key
-    else:
-        if route != "native":  # a translated call carries none of the client's protocol
-            headers = {k: v for k, v in headers.items()
-                       if not k.lower().startswith(("anthropic-", "x-goog", "openai-"))}
-        if key:
-            headers["authorization"] = f"Bearer {key}"
-    headers["content-type"] = "application/json"
-    return headers
 
 
 def create_app(settings: ProxySettings, log: CallLog, dummy_key: str) -> FastAPI:
@@ -430,60 +331,12 @@ def create_app(settings: ProxySettings, log: CallLog, dummy_key: str) -> FastAPI
         turn.model = settings.model
         log.record(**fields, status=200, outcome="ok", usage=usage_of(OPENAI_CHAT, answer),
                    latency_s=round(time.monotonic() - started, 3))
-        if stream:
-            return StreamingResponse(render_sse(protocol, turn),
-                                     media_type="text/event-stream")
-        if protocol == GEMINI and request.query_params.get("alt") == "sse":
-            return Response(b"".join(render_sse(protocol, turn)),
-                            media_type="text/event-stream")
-        return JSONResponse(render_json(protocol, turn))
+        return turn_response(protocol, turn, stream, request.query_params.get("alt") == "sse")
 
     return app
 
 
-class LoopbackServer:
-    """An ASGI app served by uvicorn on 127.0.0.1:<free port> from a daemon thread."""
-
-    def __init__(self, app: Any, name: str):
-        self.app = app
-        self.name = name
-        self.port: Optional[int] = None
-        self._server: Optional[uvicorn.Server] = None
-        self._thread: Optional[threading.Thread] = None
-
-    @property
-    def url(self) -> str:
-        if self.port is None:
-            raise ProxyError(f"{self.name} is not started")
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> "LoopbackServer":
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self.app, log_level="warning", access_log=False,
-                                timeout_graceful_shutdown=5, lifespan="on")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=lambda: asyncio.run(self._server.serve(sockets=[sock])), name=self.name,
-            daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 30
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise ProxyError(f"{self.name} did not start within 30 s")
-            time.sleep(0.05)
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None and self._thread is not None:
-            self._server.should_exit = True
-            self._thread.join(timeout=30)
-            self._server = None
-
-
-class LLMProxy:
+class LLMProxy(Served):
     """One run's proxy: ``url`` for the agent, ``dummy_key`` its only accepted key,
     ``exhausted`` true once a budget is used up."""
 
@@ -495,22 +348,5 @@ class LLMProxy:
         self._server = LoopbackServer(create_app(settings, self.log, dummy_key), "a2rl-proxy")
 
     @property
-    def url(self) -> str:
-        return self._server.url
-
-    @property
     def exhausted(self) -> bool:
         return self.log.exhausted
-
-    def start(self) -> "LLMProxy":
-        self._server.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.stop()
-
-    def __enter__(self) -> "LLMProxy":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()

@@ -36,22 +36,23 @@ from typing import Any, Optional
 
 import yaml
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse
 
+from a2rl.llm.loopback import LoopbackServer, Served
+from a2rl.llm.parse import conversation_of
+from a2rl.llm.render import (
+    count_tokens_answer,
+    estimate_tokens,
+    render_error,
+    turn_response,
+)
 from a2rl.llm.wire import (
-    GEMINI,
     OPENAI_CHAT,
     ToolCall,
     Turn,
-    conversation_of,
-    count_tokens_answer,
-    estimate_tokens,
     is_counting,
     is_streaming,
     protocol_of,
-    render_error,
-    render_json,
-    render_sse,
 )
 
 # shell tools of the agent CLIs, in the order they are preferred
@@ -223,42 +224,19 @@ def create_app(backend: ReplayBackend) -> FastAPI:
         except ReplayScriptError as err:
             return JSONResponse(render_error(protocol, 400, str(err),
                                              "invalid_request_error"), 400)
-        if is_streaming(protocol, path, body):
-            include_usage = protocol != OPENAI_CHAT or bool(
-                (body.get("stream_options") or {}).get("include_usage"))
-            return StreamingResponse(render_sse(protocol, turn, include_usage),
-                                     media_type="text/event-stream")
-        if protocol == GEMINI and request.query_params.get("alt") == "sse":
-            return Response(b"".join(render_sse(protocol, turn)),
-                            media_type="text/event-stream")
-        return JSONResponse(render_json(protocol, turn))
+        include_usage = protocol != OPENAI_CHAT or bool(
+            (body.get("stream_options") or {}).get("include_usage"))
+        return turn_response(protocol, turn, is_streaming(protocol, path, body),
+                             request.query_params.get("alt") == "sse", include_usage)
 
     return app
 
 
-class ReplayServer:
+class ReplayServer(Served):
     """A ReplayBackend served on 127.0.0.1 (free port) from a thread; ``url`` is the base URL
     a driver gives its provider (OpenAI-style clients add /v1)."""
 
     def __init__(self, script: ReplayScript, model: str = "replay"):
-        from a2rl.llm.proxy import LoopbackServer
-
         self.backend = ReplayBackend(script, model)
         self._server = LoopbackServer(create_app(self.backend), "a2rl-replay")
 
-    @property
-    def url(self) -> str:
-        return self._server.url
-
-    def start(self) -> "ReplayServer":
-        self._server.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.stop()
-
-    def __enter__(self) -> "ReplayServer":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()

@@ -10,6 +10,7 @@
     a2rl doctor [--json] [grid=NAME] [OVERRIDES...]
                                             can this machine run the grid? (a2rl.pipeline.doctor)
     a2rl score TASK --replies FILE          score replies without a model (a2rl.grading.score)
+    a2rl score TASK ARGS...                 the task's own scorer, e.g. alpacaeval --annotations
     a2rl submit PATH | a2rl status          inside a workspace: talk to this run's grader
 
 OVERRIDES are Hydra's (``task=gsm8k budget=ci task.params.test_size=50``); see conf/.
@@ -64,6 +65,9 @@ commands:
   score TASK --replies FILE [OVERRIDES...]
                                    score JSONL replies ({{"id"|"item", "reply"}}) as the
                                    grader does, one JSON line each (see a2rl.grading.score)
+  score TASK ARGS...               a task's own scorer (a2rl_tasks.<task>.score), e.g.
+                                   alpacaeval --annotations FILE: AlpacaEval 2.0's metrics of
+                                   alpaca_eval judge annotations, as one JSON object
   submit PATH                      (in a workspace) submit a model folder to the grader
   status                           (in a workspace) the grader's view of this run
 
@@ -125,10 +129,11 @@ def run_stage(name: str, overrides: Sequence[str], log_path: str | None = None,
     ``expect``: files the stage must have written (a Snakemake rule's outputs); their absence
     means the rule's paths and ``a2rl.common.layout`` disagree, which is an error."""
     from a2rl.config.compose import compose
+    from a2rl.pipeline.agent_settings import check_settings
 
     function = stage_function(name)
     with log_output(log_path):
-        cfg = compose(overrides)
+        cfg = check_settings(compose(overrides))
         log.info("stage %s: %s", name, " ".join(overrides))
         result = function(cfg)
         missing = [str(p) for p in expect if not Path(p).exists()]
@@ -198,11 +203,12 @@ def _run_app(args: list[str]) -> int:
     import hydra
 
     from a2rl.config.compose import CONFIG_NAME, HYDRA_VERSION_BASE, conf_dir, to_checked
+    from a2rl.pipeline.agent_settings import check_settings
 
     @hydra.main(config_path=str(conf_dir()), config_name=CONFIG_NAME,
                 version_base=HYDRA_VERSION_BASE)
     def app(dict_cfg) -> None:
-        run_cell(to_checked(dict_cfg))
+        run_cell(check_settings(to_checked(dict_cfg)))
 
     saved = sys.argv
     sys.argv = ["a2rl run", *args]

@@ -24,10 +24,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from a2rl.agents.plan import RESERVE_S, SFT_BATCH, SFT_MAX_LEN, SFT_STEPS
 from a2rl.common.hardware import AGENT_DEVICE, describe, one_line, resolve_precision, torch_dtype
 from a2rl.config.compose import cell_overrides, compose, grid_cells, grid_overrides
 from a2rl.config.types import RunConfig
+from a2rl.pipeline.agent_settings import agent_settings, check_settings
 
 ASSUMED_ROW_TOKENS = 400  # a training row's length when the task is not prepared yet
 ASSUMED_PROMPT_TOKENS = 300  # an interactive step's prompt when the task is not prepared yet
@@ -223,14 +223,6 @@ def count_lines(path: Path) -> int | None:
         return sum(1 for line in f if line.strip())
 
 
-def env_int(cfg: RunConfig, name: str, default: int) -> int:
-    return int(cfg.agent.env.get(name, default))
-
-
-def reserve_of(cfg: RunConfig) -> float:
-    return float(cfg.agent.env.get("A2RL_RESERVE_S", RESERVE_S))
-
-
 def eval_seconds(cfg: RunConfig, rates: Rates, tokenizer) -> tuple[float, str]:
     """The grader's evaluation of one submission of ``cfg``'s task: the baseline's measured
     time when there is one on this machine, else an estimate from the rates."""
@@ -258,8 +250,12 @@ def eval_seconds(cfg: RunConfig, rates: Rates, tokenizer) -> tuple[float, str]:
 def grpo_iteration_s(cfg: RunConfig, rates: Rates) -> float:
     """One GRPO iteration, roughly: games x group episodes played in lockstep (one batched
     generation a step, ~16 new tokens) and an update over about half their steps."""
-    episodes = env_int(cfg, "A2RL_GRPO_GAMES", 8) * env_int(cfg, "A2RL_GRPO_GROUP", 4)
-    steps = env_int(cfg, "A2RL_GRPO_MAX_STEPS", int(cfg.task.params.get("max_steps", 12)))
+    settings = agent_settings(cfg)
+    episodes = settings.games * settings.group
+    # episodes end with the game: the task's step limit unless the agent's own is configured
+    configured = "max_steps" in cfg.agent.settings.get(cfg.agent.name, {})
+    steps = (settings.max_steps if configured
+             else int(cfg.task.params.get("max_steps", settings.max_steps)))
     rollout = steps * (episodes * ASSUMED_PROMPT_TOKENS * rates.prefill_s_per_token
                        + 16 * decode_step_s(rates, episodes))
     update = episodes * steps / 2 * ASSUMED_PROMPT_TOKENS * rates.train_s_per_token
@@ -275,27 +271,34 @@ def plan_cell(cfg: RunConfig, rates: Rates, tokenizer,
     name = f"{cfg.task.id}/{cfg.agent.name}/{cfg.driver.name}/seed{cfg.seed}"
     budget = cfg.budget.time_limit_s
     evaluation, how = evaluation
+    settings = agent_settings(cfg)
     if cfg.agent.name == "grpo":
         seconds = grpo_iteration_s(cfg, rates)
-        iters = env_int(cfg, "A2RL_GRPO_ITERS", 3)
+        iters = settings.iters
         first = TRAIN_OVERHEAD_S + iters * seconds
-        return CellPlan(name, budget, min(first, budget - reserve_of(cfg)),
+        return CellPlan(name, budget, min(first, budget - settings.reserve_s),
                         f"first submission after a GRPO round of {iters} iterations of "
                         f"~{seconds:.0f}s (estimated; fewer if they do not fit)", budget)
-    if cfg.agent.name not in SFT_STEPS:
+    if cfg.agent.name == "dpo":  # sampling + DPO rounds: no step-time model of them yet
+        return CellPlan(name, budget, None, "DPO rounds until the budget ends (sampling and "
+                        "steps not predicted)", budget)
+    if cfg.agent.name not in ("sft", "sft_grpo"):
         verdict = ("submits the base model at once" if cfg.agent.name == "noop" else
                    "not a reference agent: its plan is the LLM's own")
         # noop's submission is the base model, answered from the baseline's cached score
         return CellPlan(name, budget, 0.0 if cfg.agent.name == "noop" else None, verdict,
                         NOOP_CELL_S if cfg.agent.name == "noop" else budget)
-    steps = env_int(cfg, "A2RL_SFT_STEPS", SFT_STEPS[cfg.agent.name])
-    batch = env_int(cfg, "A2RL_SFT_BATCH", SFT_BATCH)
+    # the first SFT round: sft's own, or sft_grpo's warm-up
+    steps_key = "steps" if cfg.agent.name == "sft" else "warmup_steps"
+    steps = getattr(settings, steps_key)
+    batch, max_len = ((settings.batch, settings.max_len) if cfg.agent.name == "sft"
+                      else (settings.warmup_batch, settings.warmup_max_len))
     row = min(token_lengths(prepared.data / "train.jsonl", tokenizer,
                             ("prompt", "completion", "question", "answer", "messages"))
-              or ASSUMED_ROW_TOKENS, env_int(cfg, "A2RL_SFT_MAX_LEN", SFT_MAX_LEN))
+              or ASSUMED_ROW_TOKENS, max_len)
     step_s = rates.train_s_per_token * batch * row + rates.optimizer_s
     first = TRAIN_OVERHEAD_S + steps * step_s
-    reserve = reserve_of(cfg)
+    reserve = settings.reserve_s
     usable = budget - reserve
     if first <= usable:
         verdict = f"first submission after {steps} steps of ~{step_s:.1f}s"
@@ -306,9 +309,9 @@ def plan_cell(cfg: RunConfig, rates: Rates, tokenizer,
         verdict = (f"only {fit} of {steps} steps fit: the agent stops there and submits" if fit
                    else "no step fits: the agent submits the base model")
         advice = (f"for all {steps} steps: budget.time_limit_s={need}, or fewer steps: "
-                  f"++agent.env.A2RL_SFT_STEPS={max(1, fit)}")
+                  f"++agent.settings.{cfg.agent.name}.{steps_key}={max(1, fit)}")
     if cfg.agent.name == "sft":
-        rounds = env_int(cfg, "A2RL_SFT_MAX_ROUNDS", 5)
+        rounds = settings.max_rounds
         work = rounds * (first + (evaluation if cfg.budget.count_eval_time else 0))
         predicted = min(work, budget) + (0 if cfg.budget.count_eval_time else rounds * evaluation)
     else:  # sft_grpo: GRPO rounds go on until the budget ends; evaluations may be extra
@@ -337,7 +340,8 @@ def diagnose(grid: str = "smoke", extra: list[str] | None = None) -> dict[str, A
 
     started = time.monotonic()
     base = grid_overrides(grid, extra or [])
-    cells = [compose(cell_overrides(c, base)) for c in plan_cells(compose(base))]
+    cells = [check_settings(compose(cell_overrides(c, base)))
+             for c in plan_cells(compose(base))]
     checks = [check_sandbox(cells[0].sandbox), check_agent_python()]
     model_dir, model_check = ensure_model(cells[0])
     checks.append(model_check)

@@ -7,25 +7,30 @@ import secrets
 import shutil
 import sys
 import tempfile
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from a2rl.common.clock import BudgetClock
 from a2rl.common.events import EventLog
-from a2rl.common.files import read_json, utc_now, write_json_atomic
+from a2rl.common.files import read_json, utc_now
 from a2rl.common.hardware import AGENT_DEVICE, describe, one_line, resolve_precision
 from a2rl.common.layout import RunPaths
+from a2rl.common.records import LedgerEntry, RunRecord
 from a2rl.config.types import RunConfig
 from a2rl.grading.grader import GraderSettings, GradingServer, GradingService
 from a2rl.grading.ledger import Ledger
 from a2rl.grading.recording import CodeRecorder
-from a2rl.isolation.procs import run_until
+from a2rl.isolation.procs import ProcessOutcome, run_until
 from a2rl.isolation.sandbox import HOME, Sandbox
 from a2rl.isolation.workspace import make_writable, provision_workspace, render_description
 from a2rl.llm.drivers import StackRun, check_driver, driver_session
-from a2rl.llm.proxy import llm_totals
+from a2rl.llm.proxy import LLMProxy, llm_totals
+from a2rl.pipeline.agent_settings import settings_env
 from a2rl.task.base import Task
+
+SUBMIT_COMMAND = "a2rl submit"  # how description.md tells the agent to submit
 
 
 def feedback_split(cfg: RunConfig, prepared) -> tuple[str, Path]:
@@ -89,6 +94,7 @@ def agent_env(cfg: RunConfig, sandbox: Sandbox, grader_url: str, http_url: str, 
            "TOKENIZERS_PARALLELISM": "false", "HF_HOME": f"{home}/hf"}
     if not cfg.agent.network:
         env |= {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    env |= settings_env(cfg)
     env |= {k: str(v) for k, v in cfg.agent.env.items()}
     return env
 
@@ -99,6 +105,21 @@ def expand_command(cfg: RunConfig, sandbox: Sandbox) -> list[str]:
     return [part.format(**values) for part in cfg.agent.command]
 
 
+@dataclass
+class Cell:
+    """What the steps of one agent run share."""
+
+    cfg: RunConfig
+    run: RunPaths
+    sandbox: Sandbox
+    clock: BudgetClock
+    events: EventLog
+    grader_dir: Path  # holds the grader's socket; mounted at /run/a2rl in the sandbox
+    split_name: str  # what feedback scores are computed on
+    hardware: dict[str, Any]
+    stack_run: Optional[StackRun]  # an LLM agent's CLI; None for a script agent
+
+
 def execute(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Path,
             baseline: dict[str, Any]) -> dict[str, Any]:
     """Run the agent phase of one cell; returns what run.json records."""
@@ -106,8 +127,27 @@ def execute(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pat
     check_driver(cfg)  # an LLM agent's key and tools are checked before anything starts
     stack_run = StackRun.prepare(cfg, run) if cfg.agent.stack else None
     split_name, split = feedback_split(cfg, prepared)
-    base_scored = baseline.get(split_name) or {}
-    split_baseline = base_scored.get("score")
+    cell = set_up_cell(cfg, run, split_name, stack_run)
+    description = task_description(cell, task)
+    provision_workspace(run.workspace, prepared.data, base_model, description,
+                        link_model=cfg.sandbox == "bwrap")
+    if cfg.sandbox == "none":
+        (run.workspace.parent / "home").mkdir(exist_ok=True)
+    task.grading_calls = run.judge_calls  # an API judge logs here, apart from llm_calls
+    service = grading_service(cell, task, split, base_model, baseline)
+    started = utc_now()
+    try:
+        outcome, proxy = serve_and_run_agent(cell, service, description)
+    finally:
+        shutil.rmtree(cell.grader_dir, ignore_errors=True)
+    record = run_record(cell, started, outcome, proxy, service.ledger.entries)
+    RunRecord(**record).save(run.run_json)  # checked: a malformed run.json is never written
+    return record
+
+
+def set_up_cell(cfg: RunConfig, run: RunPaths, split_name: str,
+                stack_run: Optional[StackRun]) -> Cell:
+    """The sandbox's tools and grader folder, the sandbox, the budget clock and the event log."""
     tools = run.root / "tools"
     write_tools(tools, sys.executable)
     grader_dir = Path(tempfile.mkdtemp(prefix="a2rl-grader-"))
@@ -118,59 +158,94 @@ def execute(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pat
     events = EventLog(run.events, clock)
     if cfg.sandbox == "none":
         events.emit("error", message="sandbox=none: the agent runs WITHOUT isolation")
-    token = secrets.token_urlsafe(24)
-    submit_command = "a2rl submit"
-    hardware = run_hardware(cfg)
-    description = render_description(task.description(), {
-        "hardware": one_line(hardware), "precision": hardware["precision"]["agent"],
+    return Cell(cfg, run, sandbox, clock, events, grader_dir, split_name, run_hardware(cfg),
+                stack_run)
+
+
+def task_description(cell: Cell, task: Task) -> str:
+    """description.md: the task's text with the run's budget, hardware and paths filled in."""
+    cfg, view = cell.cfg, cell.sandbox.workspace_view
+    return render_description(task.description(), {
+        "hardware": one_line(cell.hardware), "precision": cell.hardware["precision"]["agent"],
         "time_limit_min": round(cfg.budget.time_limit_s / 60, 1),
         "eval_note": "" if cfg.budget.count_eval_time else " (evaluation time not counted)",
-        "max_submissions": cfg.budget.max_submissions, "feedback": split_name,
-        "workspace": sandbox.workspace_view, "submit_command": submit_command,
-        "grader_url": "$A2RL_GRADER_URL", "base_model": f"{sandbox.workspace_view}/base_model",
-        "data_dir": f"{sandbox.workspace_view}/data"})
-    provision_workspace(run.workspace, prepared.data, base_model, description,
-                        link_model=cfg.sandbox == "bwrap")
-    if cfg.sandbox == "none":
-        (run.workspace.parent / "home").mkdir(exist_ok=True)
-    service = GradingService(
-        GraderSettings(task=cfg.task.id, split=split_name, baseline=split_baseline,
-                       max_submissions=cfg.budget.max_submissions,
-                       base_hash=baseline.get("model_hash"), base_scored=base_scored or None),
-        workspace=run.workspace, store=run.store, ledger=Ledger(run.ledger),
-        base_model=base_model,
-        evaluate=lambda model_dir: task.evaluate(model_dir, split, cfg.task.inference),
-        clock=clock, events=events, mirror=run.scores_mirror, alias=sandbox.workspace_view,
-        recorder=CodeRecorder(run.code_repo, run.workspace), evals=run.evals)
-    started = utc_now()
-    try:
-        with GradingServer(service, token, grader_dir / "grader.sock") as server, \
-                driver_session(cfg, run, events) as proxy:
-            env = agent_env(cfg, sandbox, f"unix:{sandbox.grader_dir_view}/grader.sock",
-                            server.http_url, token, cfg.budget.time_limit_s)
-            command = expand_command(cfg, sandbox)
-            if stack_run is not None:  # an LLM agent's CLI, pointed at the run's proxy
-                launch = stack_run.launch(cfg, sandbox, proxy, description, env["HOME"])
-                command, env = launch.argv, env | launch.env
-            argv = sandbox.command(command, env)
-            clock.start()
-            events.emit("agent_start", agent=cfg.agent.name, driver=cfg.driver.name,
-                        sandbox=cfg.sandbox, command=command)
-            # a used-up LLM budget ends the agent like the time budget does
-            time_left = (clock.time_left if proxy is None else
-                         lambda: 0.0 if proxy.exhausted else clock.time_left())
-            outcome = run_until(argv, sandbox.host_env(env), run.workspace, run.agent_log,
-                                time_left, cfg.budget.kill_grace_s,
-                                on_warning=lambda left: events.emit("budget_warning",
-                                                                    time_left_s=round(left, 1)))
-            if outcome.killed:
-                events.emit("budget_kill", survivors=outcome.survivors_killed)
-            events.emit("agent_exit", exit_code=outcome.exit_code, seconds=outcome.seconds,
-                        survivors_killed=outcome.survivors_killed)
-            service.wait_idle()
-            record_final_code(service.recorder, events, outcome.exit_code)
-    finally:
-        shutil.rmtree(grader_dir, ignore_errors=True)
+        "max_submissions": cfg.budget.max_submissions, "feedback": cell.split_name,
+        "workspace": view, "submit_command": SUBMIT_COMMAND,
+        "grader_url": "$A2RL_GRADER_URL", "base_model": f"{view}/base_model",
+        "data_dir": f"{view}/data"})
+
+
+def grading_service(cell: Cell, task: Task, split: Path, base_model: Path,
+                    baseline: dict[str, Any]) -> GradingService:
+    """The run's grader: feedback on ``split``, an unchanged base answered with its baseline."""
+    cfg, run = cell.cfg, cell.run
+    base_scored = baseline.get(cell.split_name) or {}
+    settings = GraderSettings(
+        task=cfg.task.id, split=cell.split_name, baseline=base_scored.get("score"),
+        max_submissions=cfg.budget.max_submissions, workspace=run.workspace, store=run.store,
+        base_model=base_model, base_hash=baseline.get("model_hash"),
+        base_scored=base_scored or None, alias=cell.sandbox.workspace_view,
+        mirror=run.scores_mirror, evals=run.evals)
+    return GradingService(
+        settings, evaluate=lambda model_dir: task.evaluate(model_dir, split, cfg.task.inference),
+        ledger=Ledger(run.ledger), clock=cell.clock, events=cell.events,
+        recorder=CodeRecorder(run.code_repo, run.workspace))
+
+
+def serve_and_run_agent(cell: Cell, service: GradingService, description: str
+                        ) -> tuple[ProcessOutcome, Optional[LLMProxy]]:
+    """Serve the grader (and an LLM agent's proxy) while the agent runs; then wait for the
+    last evaluation and record the agent's final code."""
+    cfg, sandbox = cell.cfg, cell.sandbox
+    token = secrets.token_urlsafe(24)
+    with GradingServer(service, token, cell.grader_dir / "grader.sock") as server, \
+            driver_session(cfg, cell.run, cell.events) as proxy:
+        env = agent_env(cfg, sandbox, f"unix:{sandbox.grader_dir_view}/grader.sock",
+                        server.http_url, token, cfg.budget.time_limit_s)
+        command, env = agent_command(cell, proxy, description, env)
+        outcome = run_in_sandbox(cell, command, env, proxy)
+        service.wait_idle()
+        record_final_code(service.recorder, cell.events, outcome.exit_code)
+    return outcome, proxy
+
+
+def agent_command(cell: Cell, proxy: Optional[LLMProxy], description: str,
+                  env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """The agent's command line and environment, as it sees them (before the sandbox)."""
+    command = expand_command(cell.cfg, cell.sandbox)
+    if cell.stack_run is not None:  # an LLM agent's CLI, pointed at the run's proxy
+        launch = cell.stack_run.launch(cell.cfg, cell.sandbox, proxy, description, env["HOME"])
+        command, env = launch.argv, env | launch.env
+    return command, env
+
+
+def run_in_sandbox(cell: Cell, command: list[str], env: dict[str, str],
+                   proxy: Optional[LLMProxy]) -> ProcessOutcome:
+    """Start the clock and run the agent in its sandbox until it exits or a budget ends."""
+    cfg, clock, events = cell.cfg, cell.clock, cell.events
+    argv = cell.sandbox.command(command, env)
+    clock.start()
+    events.emit("agent_start", agent=cfg.agent.name, driver=cfg.driver.name,
+                sandbox=cfg.sandbox, command=command)
+    # a used-up LLM budget ends the agent like the time budget does
+    time_left = (clock.time_left if proxy is None else
+                 lambda: 0.0 if proxy.exhausted else clock.time_left())
+    outcome = run_until(argv, cell.sandbox.host_env(env), cell.run.workspace,
+                        cell.run.agent_log, time_left, cfg.budget.kill_grace_s,
+                        on_warning=lambda left: events.emit("budget_warning",
+                                                            time_left_s=round(left, 1)))
+    if outcome.killed:
+        events.emit("budget_kill", survivors=outcome.survivors_killed)
+    events.emit("agent_exit", exit_code=outcome.exit_code, seconds=outcome.seconds,
+                survivors_killed=outcome.survivors_killed)
+    return outcome
+
+
+def run_record(cell: Cell, started: str, outcome: ProcessOutcome, proxy: Optional[LLMProxy],
+               entries: list[LedgerEntry]) -> dict[str, Any]:
+    """What run.json records: how the agent ended, an LLM agent's stack and calls, and what
+    grading cost (a judge's calls)."""
+    cfg, run = cell.cfg, cell.run
     llm_exhausted = proxy is not None and proxy.exhausted
     status = ("llm_budget_exhausted" if llm_exhausted else
               "budget_exhausted" if outcome.killed else
@@ -179,15 +254,32 @@ def execute(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pat
               "seed": cfg.seed, "started": started, "ended": utc_now(),
               "agent_seconds": round(outcome.seconds, 3), "exit_code": outcome.exit_code,
               "status": status, "time_limit_s": cfg.budget.time_limit_s,
-              "sandbox": cfg.sandbox, "feedback": split_name,
-              "submissions": len(service.ledger.entries), "hardware": hardware}
-    if stack_run is not None:
-        record |= stack_run.finish(run) | {"stack": cfg.agent.stack,
-                                           "stack_version": cfg.agent.version}
+              "sandbox": cfg.sandbox, "feedback": cell.split_name,
+              "submissions": len(entries), "hardware": cell.hardware}
+    if cell.stack_run is not None:
+        record |= cell.stack_run.finish(run) | {"stack": cfg.agent.stack,
+                                                "stack_version": cfg.agent.version}
     if proxy is not None:
         record |= {"driver_model": proxy.settings.model, "llm": llm_totals(run.root)}
-    write_json_atomic(run.run_json, record)
+    grading = grading_totals(entries)
+    if grading:
+        record["grading_usage"] = grading
     return record
+
+
+def grading_totals(entries: list[LedgerEntry]) -> dict[str, Any]:
+    """Sum of what grading cost (a judge's calls, tokens, USD) over the ledger, and how many
+    submissions a grading failure (judge_failed) left unscored; {} when grading cost nothing
+    countable (no judge)."""
+    totals: dict[str, Any] = {}
+    for entry in entries:
+        for key, value in (entry.grading_usage or {}).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                totals[key] = round(totals.get(key, 0) + value, 6)
+    failed = sum(1 for e in entries if e.status == "judge_failed")
+    if failed:
+        totals["judge_failed_submissions"] = failed
+    return totals
 
 
 def record_final_code(recorder: CodeRecorder, events: EventLog, exit_code) -> None:

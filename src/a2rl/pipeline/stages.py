@@ -18,6 +18,7 @@ from typing import Any
 
 from a2rl.common.files import read_json, utc_now, write_json_atomic
 from a2rl.common.layout import Layout, PreparedTaskPaths, RunPaths
+from a2rl.common.records import FinalRecord, RunSummary
 from a2rl.config.types import RunConfig
 
 log = logging.getLogger(__name__)
@@ -43,8 +44,11 @@ def base_model_dir(cfg: RunConfig) -> Path:
 
 
 def load_task_of(cfg: RunConfig):
+    from a2rl.pipeline.harness import PipelineHarness
     from a2rl.task.base import load_task
-    return load_task(cfg.task, Path(cfg.paths.root) / cfg.paths.data)
+    task = load_task(cfg.task, Path(cfg.paths.root) / cfg.paths.data)
+    task.harness = PipelineHarness(layout_of(cfg))
+    return task
 
 
 def prepare_task(cfg: RunConfig, reuse: bool = False) -> PreparedTaskPaths:
@@ -61,7 +65,7 @@ def prepare_task(cfg: RunConfig, reuse: bool = False) -> PreparedTaskPaths:
     out.data.mkdir(parents=True, exist_ok=True)
     out.sealed.mkdir(parents=True, exist_ok=True)
     facts = task.prepare(out)
-    write_json_atomic(out.manifest, {"task": cfg.task.id, "name": cfg.task.name,
+    write_json_atomic(out.manifest, {"task": cfg.task.id, "name": cfg.task.package,
                                      "prepared": utc_now(), "fingerprint": fingerprint, **facts})
     return out
 
@@ -75,7 +79,7 @@ def task_fingerprint(cfg: RunConfig, task) -> str:
     import a2rl
 
     digest = hashlib.sha256(json.dumps(
-        {"id": cfg.task.id, "name": cfg.task.name, "params": cfg.task.params,
+        {"id": cfg.task.id, "name": cfg.task.package, "params": cfg.task.params,
          "data": str(cfg.paths.data)}, sort_keys=True, default=str).encode())
     sources = sorted(Path(inspect.getfile(type(task))).parent.rglob("*.py"))
     for package in TASK_CODE:
@@ -101,7 +105,7 @@ def file_hash(path: Path) -> str:
 def measure_baseline(cfg: RunConfig) -> dict[str, Any]:
     """Score the base model on the sealed split(s); writes results/baseline/{task.id}/baseline.json
     (cached by task, model hash and split hash; never cached when it failed)."""
-    from a2rl.models.provision import content_hash
+    from a2rl.models.hf_folder import content_hash
     layout = layout_of(cfg)
     task = load_task_of(cfg)
     prepared = layout.prepared(cfg.task.id)
@@ -157,52 +161,62 @@ def run_agent(cfg: RunConfig) -> RunPaths:
     return run
 
 
-def final_grade(cfg: RunConfig) -> dict[str, Any]:
+def final_grade(cfg: RunConfig) -> FinalRecord:
     """Score the selected submission (best feedback score, earliest on ties) on the test split;
     writes final.json. With test feedback the ledger's score is the test score (greedy decoding
     is deterministic), so nothing is re-evaluated; with validation feedback it is rescored."""
     from a2rl.grading.ledger import Ledger
-    from a2rl.models.provision import materialize_submission
     layout = layout_of(cfg)
     run = run_paths(cfg)
     baseline = read_json(layout.baseline(cfg.task.id))["test"]
     best = Ledger(run.ledger).best()
-    record = {"task": cfg.task.id, "agent": cfg.agent.name, "driver": cfg.driver.name,
-              "seed": cfg.seed, "feedback": cfg.task.feedback, "baseline": baseline["score"],
-              "no_valid_submission": best is None, "rescored": False,
-              "selected_submission": None, "artifact_hash": None}
     if best is None:
         scored = {"score": baseline["score"], "stderr": baseline["stderr"], "n": baseline["n"]}
-    elif best["split"] == "test":
-        details = run.evals / f"{best['submission_id']}.json"
-        scored = best | {"breakdown": read_json(details).get("breakdown") if details.exists()
-                         else None}
+    elif best.split == "test":
+        details = run.evals / f"{best.submission_id}.json"
+        scored = {"score": best.score, "stderr": best.stderr, "n": best.n,
+                  "breakdown": read_json(details).get("breakdown") if details.exists() else None}
     else:
-        artifact = run.store / best["artifact_hash"] / "artifact"
-        model_dir = materialize_submission(artifact, base_model_dir(cfg), artifact.parent / "model")
-        prepared = layout.prepared(cfg.task.id)
-        scored = load_task_of(cfg).evaluate(model_dir, prepared.test, cfg.task.inference).to_dict()
-        record["rescored"] = True
-    if best is not None:
-        record |= {"selected_submission": best["submission_id"],
-                   "artifact_hash": best["artifact_hash"]}
-    record |= {"test_score": scored["score"], "test_stderr": scored.get("stderr"),
-               "n": scored.get("n"),
-               "improvement": round(scored["score"] - baseline["score"], 4),
-               "breakdown": scored.get("breakdown")}
-    write_json_atomic(run.final, record)
+        scored = _rescore_on_test(cfg, run, best.artifact_hash)
+    record = FinalRecord(
+        task=cfg.task.id, agent=cfg.agent.name, driver=cfg.driver.name, seed=cfg.seed,
+        feedback=cfg.task.feedback, baseline=baseline["score"],
+        no_valid_submission=best is None,
+        rescored=best is not None and best.split != "test",
+        selected_submission=None if best is None else best.submission_id,
+        artifact_hash=None if best is None else best.artifact_hash,
+        test_score=scored["score"], test_stderr=scored.get("stderr"), n=scored.get("n"),
+        improvement=round(scored["score"] - baseline["score"], 4),
+        breakdown=scored.get("breakdown"))
+    record.save(run.final)
     return record
 
 
-def summarize_run(cfg: RunConfig) -> dict[str, Any]:
+def _rescore_on_test(cfg: RunConfig, run: RunPaths, artifact_hash: str) -> dict[str, Any]:
+    """The stored artifact scored on the sealed test split, as the grader scores it."""
+    from a2rl.grading.artifacts import score_artifact, stored_artifact
+    test = layout_of(cfg).prepared(cfg.task.id).test
+    task = load_task_of(cfg)
+    result, _ = score_artifact(stored_artifact(run.store, artifact_hash), base_model_dir(cfg),
+                               lambda model_dir: task.evaluate(model_dir, test,
+                                                               cfg.task.inference))
+    return result.to_dict()
+
+
+def summarize_run(cfg: RunConfig) -> RunSummary:
+    """Check the run's integrity and summarize it (integrity.json, summary.json), then render
+    the summary as summary.md."""
     from a2rl.analysis.summary import summarize_run as summarize
-    return summarize(cfg)
+    from a2rl.report.markdown import write_markdown
+    summary = summarize(cfg)
+    write_markdown(summary, run_paths(cfg).summary_md)
+    return summary
 
 
 def export_model(cfg: RunConfig) -> Path:
     """Copy (hard-link) the selected artifact to results/models/{task}/{agent}/{driver}/seed{k}/
     (model/ and selected.json), where DVC tracks it."""
-    from a2rl.grading.recording import export_selected
+    from a2rl.analysis.lineage import export_selected
     run = run_paths(cfg)
     dest = layout_of(cfg).selected_model(cfg.task.id, cfg.agent.name, cfg.driver.name, cfg.seed)
     export_selected(run.final, run.store, dest)

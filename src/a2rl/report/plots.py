@@ -8,6 +8,8 @@ from typing import Any
 
 import matplotlib
 
+from a2rl.common.records import RunSummary
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
@@ -23,34 +25,34 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def trajectory_points(summary: dict[str, Any]) -> list[dict[str, Any]]:
+def trajectory_points(summary: RunSummary) -> list[dict[str, Any]]:
     """Valid submissions in time order with the running best: the trajectory's data."""
     best = -math.inf
     points = []
-    for s in summary["submissions"]["items"]:
-        if not s["valid"] or s["score"] is None:
+    for s in summary.submissions.items:
+        if not s.valid or s.score is None:
             continue
-        best = max(best, s["score"])
-        points.append({"submission_id": s["id"], "elapsed_s": s["elapsed_s"],
-                       "score": s["score"], "best_score": best})
+        best = max(best, s.score)
+        points.append({"submission_id": s.id, "elapsed_s": s.elapsed_s, "score": s.score,
+                       "best_score": best})
     return points
 
 
-def trajectory_svg(summary: dict[str, Any], path: Path) -> Path:
+def trajectory_svg(summary: RunSummary, path: Path) -> Path:
     """Feedback score against time: each submission, the running best, the baseline and the
     time limit; rejected submissions as red crosses on the time axis."""
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(7.5, 3.6))
-        limit = summary["budget"]["time_limit_s"] or 0
+        limit = summary.budget.time_limit_s or 0
         minutes = limit > 900
         scale = 60.0 if minutes else 1.0
         points = trajectory_points(summary)
-        baseline = summary.get("baseline")
+        baseline = summary.baseline
         xs = [p["elapsed_s"] / scale for p in points]
         if points:
             ax.plot(xs, [p["score"] for p in points], "o", color=COLORS[0],
-                    label=f"submission ({summary['feedback']} score)", zorder=3)
-            steps_x = [0.0, *xs, (summary.get("agent_seconds") or limit or 0) / scale]
+                    label=f"submission ({summary.feedback} score)", zorder=3)
+            steps_x = [0.0, *xs, (summary.agent_seconds or limit or 0) / scale]
             first = baseline if baseline is not None else points[0]["score"]
             steps_y = [first, *[p["best_score"] for p in points], points[-1]["best_score"]]
             ax.step(steps_x, steps_y, where="post", color=COLORS[0], alpha=0.5,
@@ -61,12 +63,12 @@ def trajectory_svg(summary: dict[str, Any], path: Path) -> Path:
         if baseline is not None:
             ax.axhline(baseline, color="#777", linestyle="--", linewidth=1,
                        label=f"baseline {baseline:.1f}")
-        if summary.get("final_score") is not None and summary.get("final_from") == "final":
-            end = (limit or summary.get("agent_seconds") or 0) / scale  # the outcome, at the end
-            ax.plot([end], [summary["final_score"]], "*", color=COLORS[2], markersize=12,
-                    label=f"final test {summary['final_score']:.1f}", zorder=4, clip_on=False)
-        rejected = [s["elapsed_s"] / scale for s in summary["submissions"]["items"]
-                    if not s["valid"] and s["elapsed_s"] is not None]
+        if summary.final_score is not None and summary.final_from == "final":
+            end = (limit or summary.agent_seconds or 0) / scale  # the outcome, at the end
+            ax.plot([end], [summary.final_score], "*", color=COLORS[2], markersize=12,
+                    label=f"final test {summary.final_score:.1f}", zorder=4, clip_on=False)
+        rejected = [s.elapsed_s / scale for s in summary.submissions.items
+                    if not s.valid and s.elapsed_s is not None]
         if rejected:
             ax.plot(rejected, [0] * len(rejected), "x", color=COLORS[3], clip_on=False,
                     label="rejected submission", zorder=3)

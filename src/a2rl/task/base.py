@@ -8,16 +8,59 @@ from __future__ import annotations
 import importlib
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from a2rl.common.layout import PreparedTaskPaths
-from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
+from a2rl.common.layout import Layout, PreparedTaskPaths
+from a2rl.config.checks import ConfigError
+from a2rl.config.types import DriverConfig, InferenceConfig, ModelConfig, TaskConfig
 
 
 class TaskNotImplemented(RuntimeError):
     """The grid names a task whose implementation does not exist yet."""
+
+
+class GradingUnavailable(RuntimeError):
+    """Grading could not be done for a reason outside the submission (a judge outage, a used-up
+    judge budget). The grader records the submission as ``judge_failed`` and does not count it
+    against the agent's submissions; a stage that must have a score fails."""
+
+
+class RecordingProxy(Protocol):
+    """A started LLM proxy for calls made while grading: clients call ``url`` (with /v1 for
+    OpenAI-style chat completions) with ``dummy_key``; the proxy holds the real key, prices and
+    logs every call, and answers HTTP 402 once its budget is spent."""
+
+    dummy_key: str
+
+    @property
+    def url(self) -> str: ...
+
+    def stop(self) -> None: ...
+
+
+class Harness(Protocol):
+    """What the harness lends a task that needs more than its data to grade (a judge model,
+    cached verdicts, a paid API judge). Implemented above the task layer
+    (``a2rl.pipeline.harness``), so that a task imports neither a2rl.models nor a2rl.llm."""
+
+    layout: Layout
+
+    def model_folder(self, model: ModelConfig) -> Path:
+        """The HF folder of ``model``, provisioned under the layout's models when missing."""
+        ...
+
+    def folder_hash(self, folder: Path) -> str:
+        """The content hash of a model folder (the same one submissions are keyed by)."""
+        ...
+
+    def recording_proxy(self, driver: DriverConfig, calls_log: Path, max_usd: float | None,
+                        timeout_s: float) -> RecordingProxy:
+        """A started proxy to ``driver`` logging to ``calls_log``; raises GradingUnavailable
+        when the driver's key is not in the harness's environment."""
+        ...
 
 
 @dataclass
@@ -28,6 +71,9 @@ class EvalResult:
     seconds: float = 0.0
     records: list[dict[str, Any]] = field(default_factory=list)
     breakdown: dict[str, float] = field(default_factory=dict)
+    # what grading cost outside the model (a judge's calls, tokens, USD); kept apart from the
+    # agent's own LLM spending
+    usage: dict[str, Any] = field(default_factory=dict)
 
     @property
     def n(self) -> int:
@@ -48,8 +94,9 @@ class EvalResult:
         return 100.0 * math.sqrt(var / self.n)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"score": self.score, "stderr": self.stderr, "n": self.n,
-                "seconds": self.seconds, "breakdown": self.breakdown}
+        out = {"score": self.score, "stderr": self.stderr, "n": self.n,
+               "seconds": self.seconds, "breakdown": self.breakdown}
+        return out | ({"usage": self.usage} if self.usage else {})
 
 
 @dataclass
@@ -93,10 +140,17 @@ class Task(ABC):
     def __init__(self, cfg: TaskConfig, data_root: Path):
         self.cfg = cfg
         self.data_root = Path(data_root)
+        # set by the harness (a2rl.pipeline.stages.load_task_of), for a task that needs more
+        # than its data to grade (a judge model, cached verdicts, an API judge's proxy)
+        self.harness: Harness | None = None
+        # set by the runner for the agent phase: where calls to paid services made while
+        # grading (an API judge) are logged, apart from the agent's llm_calls.jsonl
+        self.grading_calls: Path | None = None
 
     @property
     def name(self) -> str:
-        return self.cfg.name
+        """The implementation's name (``task.package``), shared by the task ids that use it."""
+        return self.cfg.package
 
     @abstractmethod
     def prepare(self, out: PreparedTaskPaths) -> dict[str, Any]:
@@ -125,16 +179,30 @@ class Task(ABC):
         {grader_url}, {base_model}, {data_dir}."""
 
 
+def task_command(cfg: TaskConfig) -> Callable[[list[str]], int] | None:
+    """A task's own scoring command (``main(args)`` of ``a2rl_tasks.<name>.score``), for inputs
+    other than replies (e.g. AlpacaEval's judge annotations); None when the task has none."""
+    name = f"a2rl_tasks.{cfg.package}.score"
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as err:
+        if err.name and (name == err.name or name.startswith(err.name + ".")):
+            return None  # no such task, or a task without a command of its own
+        raise
+    return getattr(module, "main", None)
+
+
 def load_task(cfg: TaskConfig, data_root: Path) -> Task:
     """Build the task the config names, or say clearly that it does not exist yet."""
     if not cfg.implemented:
         raise TaskNotImplemented(
-            f"task {cfg.name!r} is configured but not implemented yet (task.implemented=false)")
+            f"task {cfg.package!r} is configured but not implemented yet "
+            f"(task.implemented=false)")
     try:
-        module = importlib.import_module(f"a2rl_tasks.{cfg.name}")
+        module = importlib.import_module(f"a2rl_tasks.{cfg.package}")
     except ModuleNotFoundError as err:
-        if err.name and err.name.startswith(f"a2rl_tasks.{cfg.name}"):
-            raise TaskNotImplemented(
-                f"task {cfg.name!r} has no implementation (expected tasks/{cfg.name}/)") from err
+        if err.name and err.name.startswith(f"a2rl_tasks.{cfg.package}"):
+            raise TaskNotImplemented(f"task {cfg.package!r} has no implementation (expected "
+                                     f"tasks/{cfg.package}/)") from err
         raise
     return module.build(cfg, Path(data_root))

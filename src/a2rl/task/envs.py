@@ -28,6 +28,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 DEFAULT_INSTRUCTIONS = ("Text game: reach the goal. Reply with one action from the list of "
@@ -267,9 +268,9 @@ class Episode:
 
 
 class _Running:
-    def __init__(self, game: str, env: TextEnv, fmt: PromptFormat):
+    def __init__(self, game: str, env: TextEnv, fmt: PromptFormat, path: str):
         self.env, self.fmt = env, fmt
-        first = env.reset(game)
+        first = env.reset(path)
         self.episode = Episode(game=game, goal=first.goal,
                                info={k: v for k, v in first.info.items() if k != "expert"})
         self.obs = first
@@ -300,18 +301,20 @@ class _Running:
 
 def play(games: Iterable[str], make_env: Callable[[], TextEnv], policy: Policy, max_steps: int,
          fmt: PromptFormat | None = None, lockstep: bool = True,
-         keep_prompts: bool = False) -> list[Episode]:
+         keep_prompts: bool = False, root: str | Path | None = None) -> list[Episode]:
     """Play one episode per game with ``policy`` for at most ``max_steps`` actions each; returns
     the episodes in game order. Lockstep: one ``policy.choose`` call per step for all unfinished
-    episodes (each with its own environment); sequential: one episode after another."""
+    episodes (each with its own environment); sequential: one episode after another.
+    With ``root``, games are ids relative to it: episodes and policies see the ids, so seeded
+    choices (random and perturbed policies) do not depend on where the data lives."""
     fmt = fmt or PromptFormat()
     games = list(games)
     if max_steps < 1:
         raise ValueError(f"max_steps={max_steps}; expected >= 1")
     if not lockstep:
         return [ep for g in games
-                for ep in play([g], make_env, policy, max_steps, fmt, True, keep_prompts)]
-    running = [_Running(g, make_env(), fmt) for g in games]
+                for ep in play([g], make_env, policy, max_steps, fmt, True, keep_prompts, root)]
+    running = [_Running(g, make_env(), fmt, str(Path(root) / g) if root else g) for g in games]
     try:
         active = [r for r in running if not r.episode.done]
         while active:

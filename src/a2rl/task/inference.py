@@ -49,6 +49,21 @@ def encode_prompt(tokenizer, prompt: str) -> list[int]:
     return list(tokenizer(prompt, add_special_tokens=add_special)["input_ids"])
 
 
+def chat_replies(model_dir: Path, cfg: InferenceConfig, turns: list[tuple[str, str | None]],
+                 max_new_tokens: int | None = None) -> tuple[list[str], list[str]]:
+    """Load the model with the backend ``cfg`` asks for, format each (user, system) turn with
+    its chat template and generate one reply each; returns the prompts and the replies, in
+    order, and releases the generator (a vLLM engine holds the GPU until closed)."""
+    generator = load_generator(Path(model_dir), cfg)
+    try:
+        prompts = [format_chat(generator.tokenizer, user, system) for user, system in turns]
+        return prompts, generator.generate(prompts, max_new_tokens=max_new_tokens)
+    finally:
+        close = getattr(generator, "close", None)
+        if close:
+            close()
+
+
 def load_generator(model_dir: Path, cfg: InferenceConfig) -> Generator:
     """The generator ``cfg.backend`` asks for (``auto``: vLLM when installed and a GPU is
     present, else HF transformers)."""
@@ -164,7 +179,8 @@ class VLLMGenerator:
         try:
             from vllm import LLM
         except ImportError as err:
-            raise RuntimeError(f"inference.backend=vllm but vllm cannot be imported: {err}") from err
+            raise RuntimeError(
+                f"inference.backend=vllm but vllm cannot be imported: {err}") from err
         self.cfg = cfg
         self.precision = resolve_precision(cfg.precision, "cuda")
         self.llm = LLM(model=str(model_dir), tokenizer=str(model_dir), seed=0,

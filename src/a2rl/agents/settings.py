@@ -1,0 +1,111 @@
+"""The reference agents' settings: one dataclass per agent, each field documented.
+
+Set them in conf under ``agent.settings.<agent>`` (e.g. ``++agent.settings.sft.steps=40``). The
+harness checks every entry against its agent's dataclass before a run starts
+(``a2rl.pipeline.agent_settings``: an unknown key or a value of the wrong type fails there, naming
+it) and hands the run's agent its settings, defaults filled in, as one JSON object in
+``$A2RL_AGENT_SETTINGS``; the agent reads them with ``load``. Agents run alone in the sandbox,
+so this module imports nothing from a2rl.
+"""
+
+import json
+import os
+from dataclasses import dataclass, field
+
+SETTINGS_ENV = "A2RL_AGENT_SETTINGS"
+# one SFT round's defaults, for the sft agent and sft_grpo's warm-up
+SFT_BATCH = 8
+SFT_LR = 5e-5
+SFT_MAX_LEN = 512
+
+
+@dataclass
+class AgentSettings:
+    """What every reference agent that trains takes: its planning against the deadline."""
+
+    reserve_s: float = field(default=45.0, metadata={
+        "help": "Seconds kept free before the end of the budget to save and submit a model; a "
+                "submission received before the end is graded even if grading runs past it."})
+
+
+@dataclass
+class SftSettings(AgentSettings):
+    """Agent ``sft``: TRL SFT in rounds, each round submitted (sft.py)."""
+
+    steps: int = field(default=20, metadata={
+        "help": "Training steps per round (with lora, round k trains k x steps from the base)."})
+    batch: int = field(default=SFT_BATCH, metadata={"help": "Rows per training step."})
+    lr: float = field(default=SFT_LR, metadata={"help": "Learning rate."})
+    max_len: int = field(default=SFT_MAX_LEN, metadata={
+        "help": "Tokens per training row; household prompts with their history run past 256."})
+    lora: bool = field(default=False, metadata={
+        "help": "Train LoRA adapters (merged on save) instead of every weight."})
+    max_rounds: int = field(default=5, metadata={
+        "help": "Rounds at most; a later round runs only if enough of its steps fit."})
+
+
+@dataclass
+class GrpoSettings(AgentSettings):
+    """Agent ``grpo``: online GRPO rounds in the train games of an interactive task (grpo.py)."""
+
+    rounds: int = field(default=4, metadata={"help": "GRPO rounds, each one submitted."})
+    iters: int = field(default=3, metadata={"help": "GRPO iterations per round."})
+    games: int = field(default=8, metadata={"help": "Train games played per iteration."})
+    group: int = field(default=4, metadata={
+        "help": "Episodes per game; advantages are relative to the group's mean."})
+    lr: float = field(default=1e-5, metadata={"help": "Learning rate."})
+    temp: float = field(default=1.0, metadata={"help": "Sampling temperature of the rollouts."})
+    train_layers: int = field(default=15, metadata={
+        "help": "Top layers trained (with the final norm); the rest stay frozen."})
+    minibatch: int = field(default=16, metadata={"help": "Samples per optimizer step."})
+    step_cost: float = field(default=0.01, metadata={
+        "help": "Return lost per step taken (episode return = won - step_cost x steps)."})
+    expert_bonus: float = field(default=0.0, metadata={
+        "help": "Return bonus x the share of steps that took the game's expert action."})
+    max_steps: int = field(default=12, metadata={"help": "Actions per episode at most."})
+    max_new_tokens: int = field(default=16, metadata={
+        "help": "Tokens per sampled action (a WebShop search[...] needs about 15)."})
+
+
+@dataclass
+class SftGrpoSettings(GrpoSettings):
+    """Agent ``sft_grpo``: an SFT warm-up on the expert trajectories, then GRPO rounds
+    (sft_grpo.py); the GRPO fields are ``grpo``'s."""
+
+    warmup_steps: int = field(default=40, metadata={"help": "SFT steps per warm-up round."})
+    warmup_rounds: int = field(default=1, metadata={"help": "SFT warm-up rounds."})
+    warmup_batch: int = field(default=SFT_BATCH, metadata={
+        "help": "Rows per warm-up training step."})
+    warmup_lr: float = field(default=SFT_LR, metadata={"help": "Warm-up learning rate."})
+    warmup_max_len: int = field(default=SFT_MAX_LEN, metadata={
+        "help": "Tokens per warm-up training row."})
+
+
+@dataclass
+class DpoSettings(AgentSettings):
+    """Agent ``dpo``: TRL DPO in rounds, the row's target reply chosen and the current model's
+    own sampled reply rejected, each round submitted (dpo.py)."""
+
+    steps: int = field(default=20, metadata={"help": "DPO steps per round."})
+    batch: int = field(default=4, metadata={"help": "Preference pairs per training step."})
+    lr: float = field(default=5e-6, metadata={"help": "Learning rate."})
+    beta: float = field(default=0.1, metadata={
+        "help": "DPO's beta: how far the policy may move from the reference model."})
+    max_len: int = field(default=768, metadata={"help": "Tokens per pair (prompt and reply)."})
+    sample_tokens: int = field(default=128, metadata={
+        "help": "Tokens at most in each sampled (rejected) reply."})
+    temperature: float = field(default=0.8, metadata={
+        "help": "Sampling temperature of the rejected replies."})
+    lora: bool = field(default=False, metadata={
+        "help": "Train LoRA adapters (merged on save) instead of every weight."})
+    max_rounds: int = field(default=3, metadata={"help": "Rounds at most."})
+
+
+# by agent name (conf/agent/<name>.yaml), which is also the agent's script (<name>.py)
+SETTINGS = {"sft": SftSettings, "dpo": DpoSettings, "grpo": GrpoSettings,
+            "sft_grpo": SftGrpoSettings}
+
+
+def load(cls):
+    """The settings the harness handed this agent; the defaults when it runs by hand."""
+    return cls(**json.loads(os.environ.get(SETTINGS_ENV) or "{}"))

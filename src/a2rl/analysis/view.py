@@ -1,0 +1,132 @@
+"""What a run summary shows its readers, computed once for both renderers (summary.md by
+``a2rl.report.markdown``, the run's page by ``a2rl.report.html``): the integrity verdict and
+section, the route's and the final score's wording.
+
+Text is plain. A ``Span``'s mark asks for emphasis that each format draws its own way: ``flag``
+(a problem: bold in Markdown, red in HTML), ``ok`` (a clean result: plain in Markdown, green in
+HTML) and ``code`` (literal text: plain in a Markdown table cell, <code> in HTML).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from a2rl.common.records import RunSummary
+
+EVIDENCE_BRIEF = 10  # contaminated items a brief format (summary.md) lists
+ATTEMPTS_BRIEF = 20  # tamper attempts it lists
+DETAIL_BRIEF = 160  # characters of each attempt's cells it keeps
+
+
+@dataclass(frozen=True)
+class Span:
+    text: str
+    mark: str | None = None  # flag | ok | code
+
+
+Line = tuple[Span, ...]  # a paragraph, or a table cell with emphasis
+
+
+@dataclass(frozen=True)
+class Table:
+    header: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]  # cells: values or Spans; every row
+    brief_rows: int | None = None  # a brief format lists only the first rows...
+    brief_chars: int | None = None  # ...and cuts each cell to this many characters
+    numeric: tuple[int, ...] = ()  # columns of numbers (aligned right in HTML)
+
+
+@dataclass(frozen=True)
+class IntegrityView:
+    """The integrity checks of a run (``a2rl.analysis.integrity``) as shown: the facts, a
+    one-line verdict (``headline``) and the section's paragraphs and tables in order."""
+
+    checked: bool  # contamination was checked
+    flagged: bool
+    contaminated_items: Any
+    tamper_count: int
+    headline: Line
+    section: tuple[Line | Table, ...]
+
+
+def number(value: Any) -> float | None:
+    """A JSON number as a float; None for anything else (booleans included)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def share(value: Any) -> str:
+    """A fraction as a percentage ("35.0 %"); "–" for no number."""
+    return "–" if number(value) is None else f"{100 * number(value):.1f} %"
+
+
+def route_text(methods: list[str], techniques: list[str]) -> str:
+    if not methods:
+        return "–"
+    return ", ".join(methods) + (f" ({', '.join(techniques)})" if techniques else "")
+
+
+def final_note(summary: RunSummary) -> str:
+    """What the final score is of: the base model, or the selected submission."""
+    if summary.final_from == "baseline":
+        return " (no valid submission: base model)"
+    if summary.selected_submission is not None:
+        return f" (submission {summary.selected_submission})"
+    return ""
+
+
+def integrity_view(integrity: dict[str, Any] | None) -> IntegrityView:
+    if not integrity:
+        return IntegrityView(checked=False, flagged=False, contaminated_items=None,
+                             tamper_count=0, headline=(Span("not checked"),),
+                             section=((Span("Not checked."),),))
+    c = integrity.get("contamination") or {}
+    t = integrity.get("tamper") or {}
+    count = t.get("count", 0)
+    return IntegrityView(
+        checked=bool(c.get("checked")), flagged=bool(c.get("flagged")),
+        contaminated_items=c.get("contaminated_items"), tamper_count=count,
+        headline=(*_contamination_verdict(c), Span(f"; {count} tamper attempt(s)")),
+        section=(*_contamination_section(c), *_tamper_section(t)))
+
+
+def _contamination_verdict(c: dict[str, Any]) -> Line:
+    if not c.get("checked"):
+        return (Span("contamination not checked"),)
+    if c.get("flagged"):
+        return (Span("CONTAMINATION FLAGGED", "flag"),
+                Span(f" ({c.get('contaminated_items')} sealed items found in the agent's "
+                     "files)"))
+    return (Span("no contamination found", "ok"),)
+
+
+def _contamination_section(c: dict[str, Any]) -> list[Line | Table]:
+    if not c.get("checked"):
+        return [(Span(f"Contamination: not checked ({c.get('reason', 'no data')})."),)]
+    splits = ", ".join(f"{name}: {v['contaminated']} of {v['judged']} items"
+                       for name, v in c.get("splits", {}).items())
+    verdict = Span("FLAGGED", "flag") if c.get("flagged") else Span("not flagged", "ok")
+    blocks: list[Line | Table] = [(
+        Span(f"Contamination ({c['n']}-gram overlap of the sealed splits with "
+             f"{c['files_scanned']} files the agent wrote or fetched): "),
+        verdict, Span(f"; {splits}."))]
+    if c.get("evidence"):
+        blocks.append(Table(
+            ("split", "item", "coverage", "files", "matching text"),
+            tuple((e["split"], e["id"], share(e["coverage"]), ", ".join(e["files"][:3]),
+                   Span(e["example"], "code")) for e in c["evidence"]),
+            brief_rows=EVIDENCE_BRIEF, numeric=(2,)))
+    return blocks
+
+
+def _tamper_section(t: dict[str, Any]) -> list[Line | Table]:
+    blocks: list[Line | Table] = [(
+        Span(f"Tamper log: {t.get('count', 0)} attempt(s) to reach sealed paths or the ledger; "
+             f"{t.get('rejected_count', 0)} rejected submission(s)."),)]
+    if t.get("attempts"):
+        blocks.append(Table(("kind", "where", "detail"),
+                            tuple((a["kind"], a["source"], a["detail"]) for a in t["attempts"]),
+                            brief_rows=ATTEMPTS_BRIEF, brief_chars=DETAIL_BRIEF))
+    return blocks

@@ -1,0 +1,118 @@
+"""bubblewrap command lines, built mount by mount, and what of the host's Python a sandbox sees.
+
+Both sandboxes of a2rl build their command here: the agent's (``a2rl.isolation.sandbox``) and
+the code checker's (``a2rl.isolation.codeexec``). bwrap applies its arguments in order, so a
+later mount covers an earlier one at the same path or above it; ``BwrapCommand`` keeps the
+order its methods are called in.
+"""
+
+from __future__ import annotations
+
+import os
+import site
+import sys
+import sysconfig
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+# /bin, /lib, ... as the host has them: links into /usr on merged-/usr systems, folders elsewhere
+ROOT_LINKS = ["/bin", "/lib", "/lib64", "/sbin", "/lib32", "/libx32"]
+# what an agent's programs need of /etc besides /usr: certificates, name resolution, users, git
+# and pip configuration
+AGENT_SYSTEM = ["/usr", "/etc/ssl", "/etc/ca-certificates", "/etc/resolv.conf", "/etc/hosts",
+                "/etc/nsswitch.conf", "/etc/localtime", "/etc/ld.so.cache", "/etc/alternatives",
+                "/etc/passwd", "/etc/group", "/etc/gitconfig", "/etc/pip.conf", "/etc/xdg/pip"]
+# a checked program gets the least that runs Python: no network, users or configuration
+PROGRAM_SYSTEM = ["/usr", "/etc/ld.so.cache", "/etc/localtime"]
+
+
+class BwrapCommand:
+    """One ``bwrap`` command line; each method appends its arguments and returns the builder."""
+
+    def __init__(self, *flags: str):
+        self.args: list[str] = ["bwrap", *flags]
+
+    def add(self, *args: str) -> BwrapCommand:
+        self.args += args
+        return self
+
+    def identity(self, uid: int) -> BwrapCommand:
+        return self.add("--uid", str(uid), "--gid", str(uid))
+
+    def ro_bind(self, host: str | Path, view: str | Path | None = None) -> BwrapCommand:
+        return self.add("--ro-bind", str(host), str(view if view is not None else host))
+
+    def bind(self, host: str | Path, view: str | Path) -> BwrapCommand:
+        return self.add("--bind", str(host), str(view))
+
+    def system(self, paths: Iterable[str]) -> BwrapCommand:
+        """The host's ``paths`` that exist, read-only, then the root links."""
+        for path in paths:
+            if Path(path).exists():
+                self.ro_bind(path)
+        for link in ROOT_LINKS:
+            p = Path(link)
+            if p.is_symlink():
+                self.add("--symlink", os.readlink(p), link)
+            elif p.is_dir():
+                self.ro_bind(link)
+        return self
+
+    def hide(self, paths: Iterable[str]) -> BwrapCommand:
+        """Cover each of ``paths`` with an empty read-only tmpfs."""
+        for path in paths:
+            self.add("--tmpfs", path, "--remount-ro", path)
+        return self
+
+    def environment(self, env: Mapping[str, str]) -> BwrapCommand:
+        """Only ``env``: nothing of the caller's environment passes."""
+        self.add("--clearenv")
+        for key, value in env.items():
+            self.add("--setenv", key, value)
+        return self
+
+    def run(self, chdir: str, argv: Iterable[str], wrapper: Iterable[str] = ()) -> list[str]:
+        """The finished command: ``argv`` in ``chdir``, started through ``wrapper`` (bwrap
+        options that must come last, then a program that execs the rest) when there is one."""
+        wrapper = list(wrapper)
+        return [*self.args, "--chdir", chdir, *(wrapper or ["--"]), *argv]
+
+
+def python_paths() -> list[str]:
+    """Folders the running Python needs (interpreter, stdlib, site-packages), outside /usr."""
+    found = {Path(sys.base_prefix), Path(sys.prefix), Path(sys.executable).resolve().parent}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        found.add(Path(sysconfig.get_paths()[key]))
+    return _topmost({str(p) for p in found if p.exists() and not str(p).startswith("/usr/")})
+
+
+def python_prefixes() -> list[str]:
+    """Folders of the base Python installation (stdlib, lib-dynload, libpython) outside /usr."""
+    roots = {str(Path(p).resolve()) for p in (sys.base_prefix, sys.base_exec_prefix,
+                                              Path(sys.executable).resolve().parent.parent)}
+    return _topmost({r for r in roots if Path(r).exists() and not r.startswith("/usr/")
+                     and r != "/usr"})
+
+
+def hidden_package_dirs() -> list[str]:
+    """Installed-package folders the sandbox would otherwise show: the base installation's
+    site-packages and the system's (under /usr). Programs get the standard library only."""
+    candidates = set(site.getsitepackages([sys.base_prefix, sys.base_exec_prefix]))
+    for pattern in ("lib/python3*/site-packages", "lib/python3*/dist-packages",
+                    "local/lib/python3*/site-packages", "local/lib/python3*/dist-packages"):
+        candidates.update(str(p) for p in Path("/usr").glob(pattern))
+    visible = python_prefixes() + ["/usr"]
+    found = set()
+    for path in candidates:
+        p = Path(path)
+        if p.is_dir() and not p.is_symlink():
+            resolved = str(p.resolve())
+            if any(resolved.startswith(v + "/") for v in visible):
+                found.add(resolved)
+    return sorted(found)
+
+
+def _topmost(roots: set[str]) -> list[str]:
+    """The folders of ``roots`` not inside another one, sorted: nested binds would repeat."""
+    ordered = sorted(roots)
+    return [r for r in ordered if not any(r != o and r.startswith(o + "/") for o in ordered)]

@@ -1,0 +1,44 @@
+"""What the pipeline lends a task for grading (``a2rl.task.base.Harness``): model folders and
+their hashes (``a2rl.models``) and recording LLM proxies for paid judges (``a2rl.llm``). It
+lives here, above the task layer, so that tasks import neither package."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from a2rl.common.layout import Layout
+from a2rl.config.types import DriverConfig, ModelConfig
+from a2rl.llm.drivers import KEYED_PROVIDERS
+from a2rl.llm.proxy import LLMProxy, ProxySettings
+from a2rl.models.hf_folder import content_hash
+from a2rl.models.provision import prepare_base_model
+from a2rl.task.base import GradingUnavailable
+
+
+class PipelineHarness:
+    def __init__(self, layout: Layout):
+        self.layout = layout
+
+    def model_folder(self, model: ModelConfig) -> Path:
+        return prepare_base_model(model, self.layout.model(model.name))
+
+    def folder_hash(self, folder: Path) -> str:
+        return content_hash(folder)
+
+    def recording_proxy(self, driver: DriverConfig, calls_log: Path, max_usd: float | None,
+                        timeout_s: float) -> LLMProxy:
+        key = os.environ.get(driver.api_key_env) if driver.api_key_env else None
+        if not key and driver.provider in KEYED_PROVIDERS:
+            raise GradingUnavailable(f"driver {driver.name!r} (a judge) needs its key in "
+                                     f"${driver.api_key_env}")
+        settings = ProxySettings(
+            provider=driver.provider, model=driver.model or driver.name,
+            base_url=driver.base_url or "", api_key=key,
+            openai_base_url=driver.openai_base_url,
+            price_in_per_mtok=driver.price_in_per_mtok,
+            price_out_per_mtok=driver.price_out_per_mtok,
+            price_cached_in_per_mtok=driver.price_cached_in_per_mtok, max_usd=max_usd,
+            timeout_s=timeout_s)
+        return LLMProxy(settings, calls_log, "a2rl-judge-" + secrets.token_urlsafe(16)).start()

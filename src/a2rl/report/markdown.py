@@ -1,0 +1,261 @@
+"""summary.md: a run's ``RunSummary`` (``a2rl.analysis.summary``) as Markdown, the brief text
+a person or the optional narrative (``a2rl.report.narrative``) reads. What the integrity
+section and the outcome's verdicts say comes from ``a2rl.analysis.view``, as on the HTML page.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from a2rl.analysis.failures import EVENT_COLUMNS
+from a2rl.analysis.view import (
+    Line,
+    Span,
+    Table,
+    final_note,
+    integrity_view,
+    number,
+    route_text,
+    share,
+)
+from a2rl.common.files import write_text_atomic
+from a2rl.common.hardware import one_line
+from a2rl.common.records import RunSummary
+
+SHORT = 10  # characters of a commit hash shown to people
+
+
+def _fmt(value: Any, digits: int = 2, signed: bool = False) -> str:
+    x = number(value)
+    if x is None:
+        return "–" if value is None else _cell(value)
+    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
+
+
+def _score(value: Any, stderr: Any = None) -> str:
+    if number(value) is None:
+        return "–"
+    return _fmt(value) + (f" ± {_fmt(stderr)}" if number(stderr) is not None else "")
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.3f}".rstrip("0").rstrip(".")
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def _cell(value: Any) -> str:
+    """Text safe inside a Markdown table cell: one line, pipes escaped."""
+    return " ".join(_text(value).split()).replace("|", "\\|")
+
+
+def _table(header: list[str] | tuple[str, ...], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def _short(commit: Any) -> str:
+    return f"`{commit[:SHORT]}`" if isinstance(commit, str) and commit else "–"
+
+
+def _seconds(value: Any) -> str:
+    return "–" if number(value) is None else f"{number(value):.1f} s"
+
+
+def _line(spans: Line) -> str:
+    """A paragraph: a flagged span in bold, the others plain."""
+    return "".join(f"**{s.text}**" if s.mark == "flag" else s.text for s in spans)
+
+
+def _view_table(table: Table) -> list[str]:
+    """A view's table in brief: its first ``brief_rows`` rows, cells cut to ``brief_chars``."""
+    def cell(value: Any) -> str:
+        value = value.text if isinstance(value, Span) else value
+        if table.brief_chars is not None and isinstance(value, str):
+            value = value[:table.brief_chars]
+        return _cell(value)
+
+    return _table(table.header, [[cell(v) for v in row]
+                                 for row in table.rows[:table.brief_rows]])
+
+
+def _blocks(blocks: tuple[Line | Table, ...]) -> list[str]:
+    """Paragraphs and tables, a blank line between each."""
+    lines: list[str] = []
+    for block in blocks:
+        if lines:
+            lines.append("")
+        lines += _view_table(block) if isinstance(block, Table) else [_line(block)]
+    return lines
+
+
+def render_markdown(s: RunSummary) -> str:
+    """summary.md: header, outcome, process, route, submissions, code revisions, failures,
+    integrity, LLM usage, grading usage, timeline."""
+    integrity = integrity_view(s.integrity)
+    lines = [f"# {s.task} · {s.agent} · {s.driver} · seed {s.seed}", "", _about(s), ""]
+    lines += _outcome(s, _line(integrity.headline))
+    lines += _process(s)
+    lines += _route(s)
+    lines += _submissions(s)
+    lines += _code(s)
+    lines += _failures(s)
+    lines += ["", "## Integrity", ""] + _blocks(integrity.section)
+    lines += _llm(s)
+    lines += _grading(s)
+    lines += _timeline(s)
+    return "\n".join(lines) + "\n"
+
+
+def write_markdown(summary: RunSummary, path: Path) -> Path:
+    write_text_atomic(path, render_markdown(summary))
+    return path
+
+
+def _about(s: RunSummary) -> str:
+    budget = s.budget
+    about = (f"Task `{s.task}` ({s.task_name}, {s.level}), feedback on the "
+             f"{s.feedback} split; base model `{s.model}`; budget `{budget.name}` "
+             f"({_fmt(budget.time_limit_s, 0)} s, {budget.max_submissions} submissions); "
+             f"sandbox `{s.sandbox}`.")
+    if s.hardware:
+        about += f" Machine: {one_line(s.hardware)}."
+    return about
+
+
+def _outcome(s: RunSummary, integrity: str) -> list[str]:
+    status = s.status
+    details = []
+    if s.exit_code is not None:
+        details.append(f"exit {s.exit_code}")
+    if s.agent_seconds is not None:
+        details.append(f"{_fmt(s.agent_seconds, 1)} s of {_fmt(s.budget.time_limit_s, 0)} s")
+    if details:
+        status += f" ({', '.join(details)})"
+    subs = s.submissions
+    cost = s.cost_usd
+    return ["## Outcome", ""] + _table(["", "value"], [
+        ["Agent status", _cell(status)],
+        ["Baseline (test)", _score(s.baseline, s.baseline_stderr)],
+        [f"Best feedback score ({s.feedback})", _fmt(s.best_feedback_score)],
+        ["Final test score", _score(s.final_score, s.final_stderr) + final_note(s)],
+        ["Improvement", _fmt(s.improvement, signed=True)],
+        ["Submissions", f"{subs.total} ({subs.valid} valid, {subs.invalid} invalid)"],
+        ["Route", _cell(route_text(s.route["methods"], s.route["techniques"]))],
+        ["LLM cost", "–" if cost is None else f"${cost:.4f}"],
+        ["Integrity", _cell(integrity)],
+    ])
+
+
+def _process(s: RunSummary) -> list[str]:
+    p = s.process
+    return ["", "## Process", ""] + _table(["metric", "value"], [
+        ["Valid-submission rate", share(p.valid_rate)],
+        ["Time to first valid submission", _seconds(p.time_to_first_valid_s)],
+        ["Time to first improvement", _seconds(p.time_to_first_improvement_s)],
+        ["Time to best", _seconds(p.time_to_best_s)],
+        ["Monotonic ratio of scores", _fmt(p.monotonic_ratio)],
+        ["Share of budget used", share(p.budget_used)],
+        ["Gap between last submission and deadline", _seconds(p.deadline_gap_s)],
+        ["Copies of the base model submitted", _cell(p.copy_of_base)],
+    ])
+
+
+def _route(s: RunSummary) -> list[str]:
+    route = s.route
+    lines = ["", "## Route", ""]
+    if route.get("per_submission"):
+        lines.append(f"Methods used: **{route_text(route['methods'], route['techniques'])}**. "
+                     "Per submission (code at its commit, transcript up to its time, artifact):")
+        lines.append("")
+        lines += _table(["#", "code commit", "route", "evidence"], [
+            [_cell(r["id"]), _short(r.get("code_commit")),
+             _cell(route_text(r["methods"], r["techniques"])) if r["valid"] else "(rejected)",
+             _cell("; ".join(f"{e['where']}: {e['match']}" for e in r["evidence"][:3]))]
+            for r in route["per_submission"]])
+    else:
+        final_code = route.get("final_code") or {}
+        lines.append("No submissions; methods in the final code: "
+                     f"{route_text(final_code.get('methods', []), [])}.")
+    return lines
+
+
+def _submissions(s: RunSummary) -> list[str]:
+    lines = ["", "## Submissions", ""]
+    if not s.submissions.items:
+        return lines + ["No submissions."]
+    return lines + _table(["#", "elapsed (s)", "valid", "score", "code commit", "parent",
+                           "error"], [
+        [_cell(i.id), _fmt(i.elapsed_s, 1), "yes" if i.valid else "no",
+         _score(i.score, i.stderr), _short(i.code_commit), _cell(i.parent) or "–",
+         _cell(i.error)] for i in s.submissions.items])
+
+
+def _code(s: RunSummary) -> list[str]:
+    revisions = s.code.get("revisions")
+    if not revisions:
+        return []
+    repo = s.code["repo"]
+    lines = ["", "## Code revisions", "",
+             f"The agent's code is recorded in `{repo}` (a git repository; tags "
+             "`submission-<id>` and `final`).", ""]
+    lines += _table(["commit", "tags", "files", "message"], [
+        [_short(r["commit"]), _cell(", ".join(r["tags"])), _cell(len(r["files"])),
+         _cell(r["message"])] for r in revisions])
+    tagged = [t for r in revisions for t in r["tags"] if t.startswith("submission-")]
+    if len(tagged) >= 2:
+        lines += ["", "What changed between the first two submissions:", "", "```",
+                  f"git --git-dir {repo} diff {tagged[0]} {tagged[1]}", "```"]
+    elif tagged:
+        lines += ["", f"Code of {tagged[0]}:", "", "```",
+                  f"git --git-dir {repo} show --stat {tagged[0]}", "```"]
+    return lines
+
+
+def _failures(s: RunSummary) -> list[str]:
+    lines = ["", "## Failures", ""]
+    if not s.failures:
+        return lines + ["None."]
+    for f in s.failures:
+        when = f" at {_fmt(f['elapsed_s'], 1)} s" if number(f.get("elapsed_s")) else ""
+        lines.append(f"- **{f['kind']}**{when}: {' '.join(str(f['message']).split())}")
+        if f.get("excerpt"):
+            lines += ["", "  ```", *(f"  {x}" for x in f["excerpt"].splitlines()), "  ```"]
+    return lines
+
+
+def _llm(s: RunSummary) -> list[str]:
+    llm = s.llm
+    if not llm:
+        return []
+    return ["", "## LLM usage", ""] + _table(
+        ["calls", "failed", "input tokens", "output tokens", "cost (USD)", "latency (s)",
+         "models"],
+        [[_cell(llm["calls"]), _cell(llm["failed_calls"]), _cell(llm["input_tokens"]),
+          _cell(llm["output_tokens"]), f"{llm['cost_usd']:.4f}", _fmt(llm["latency_s"], 1),
+          _cell(", ".join(llm["models"]))]])
+
+
+def _grading(s: RunSummary) -> list[str]:
+    usage = s.grading_usage
+    if not usage:
+        return []
+    keys = [k for k in ("calls", "cache_hits", "retries", "input_tokens", "output_tokens",
+                        "cost_usd", "judge_failed_submissions") if k in usage]
+    return ["", "## Grading usage (the judge; not the agent's cost)", ""] + _table(
+        keys, [[_cell(usage[k]) for k in keys]])
+
+
+def _timeline(s: RunSummary) -> list[str]:
+    lines = ["", "## Timeline", ""]
+    if not s.timeline:
+        return lines + ["No events recorded."]
+    return lines + _table(["elapsed (s)", "event", "details"], [
+        [_fmt(e["elapsed_s"], 1), _cell(e["kind"]),
+         _cell(", ".join(f"{k}={_text(v)}" for k, v in e.items() if k not in EVENT_COLUMNS))]
+        for e in s.timeline])

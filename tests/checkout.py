@@ -1,0 +1,48 @@
+"""Where the tests find this checkout, its test data, and the environment a child process gets.
+
+Imported by test modules (``from checkout import REPO``) and by ``tests/conftest.py``; pytest puts
+``tests/`` on ``sys.path`` because the conftest there has no package around it.
+
+Test data: the GSM8K sample in ``tests/fixtures/data`` is part of the repository, so every test
+runs from a fresh clone. ``$A2RL_DATA`` (the full copy CI uses, see ``.ci/run``) is an optional
+extra: the tests that read task data run on it too when it is set (``gsm8k_data`` in conftest).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURE_DATA = REPO / "tests" / "fixtures" / "data"
+# the full data, when this machine has it; None when A2RL_DATA is unset
+FULL_DATA = Path(os.environ["A2RL_DATA"]).resolve() if os.environ.get("A2RL_DATA") else None
+
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+@dataclass(frozen=True)
+class GSM8KData:
+    """A data root holding ``gsm8k/{train,test}.jsonl``, and how many items each split has."""
+
+    root: Path
+    train: int
+    test: int
+
+
+FIXTURE_GSM8K = GSM8KData(FIXTURE_DATA, train=60, test=40)  # see its PROVENANCE.md
+FULL_GSM8K = GSM8KData(FULL_DATA, train=7473, test=1319) if FULL_DATA else None
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """This process's environment for a command the tests start: offline, importing this
+    checkout's code, reading task data from the fixtures, plus ``extra``."""
+    env = dict(os.environ)
+    env.pop("A2RL_CONF", None)  # conf/ next to the code imported, unless extra names one
+    env.update(OFFLINE_ENV)
+    env["A2RL_DATA"] = str(FIXTURE_DATA)
+    env.update(extra)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO / "src"), str(REPO), env.get("PYTHONPATH")) if p)
+    return env
