@@ -282,9 +282,9 @@ def test_grpo_script_rolls_out_in_the_shop(prepared, tiny_model, tmp_path):
     result = subprocess.run(
         [sys.executable, str(script), "--model", str(tiny_model), "--data", str(out.data),
          "--out", str(tmp_path / "grpo"), "--iterations", "1", "--games", "2", "--group", "2",
-         "--max-steps", "3", "--train-layers", "1", "--env", "webshop_env:WebShopEnv",
-         "--reward", "score", "--max-new-tokens", "8", "--lr", "1e-5", "--temperature", "1.0",
-         "--step-cost", "0.01", "--expert-bonus", "0", "--minibatch", "16"],
+         "--max-steps", "3", "--train-layers", "1", "--max-new-tokens", "8", "--lr", "1e-5",
+         "--temperature", "1.0", "--step-cost", "0.01", "--expert-bonus", "0",
+         "--minibatch", "16"],
         check=False, capture_output=True, text=True, timeout=600,
         env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
     assert result.returncode == 0, result.stderr[-2000:]
@@ -292,10 +292,9 @@ def test_grpo_script_rolls_out_in_the_shop(prepared, tiny_model, tmp_path):
     assert log[0]["episodes"] == 4 and 0.0 <= log[0]["mean_score"] <= 1.0
 
 
-def test_grpo_agent_finds_the_shop_in_its_data(prepared, tmp_path):
-    from a2rl.agents.grpo import data_env
+def test_grpo_script_finds_the_shop_in_its_data(prepared, tmp_path):
+    from a2rl.agents.grpo_train import data_env
 
     _, out, _ = prepared
-    assert data_env(out.root) == ("webshop_env:WebShopEnv", "score")
-    (tmp_path / "data").mkdir()
+    assert data_env(out.data) == ("webshop_env:WebShopEnv", "score")
     assert data_env(tmp_path) == ("household_env:HouseholdEnv", "won")

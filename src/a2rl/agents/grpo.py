@@ -40,7 +40,7 @@ train_layers, minibatch, step_cost, expert_bonus, max_steps, max_new_tokens,
 reserve_s), from
 ``$A2RL_AGENT_SETTINGS``. Precision: the agent config's ``precision`` (auto | bf16 | fp32),
 passed as A2RL_PRECISION.
-The environment is the one the data folder ships (``data_env``): WebShop's
+The environment is the one the data folder ships (grpo_train.data_env): WebShop's
 (``data/webshop_env/``, rewarded by its final score) or the household games' (won or lost).
 """
 
@@ -64,20 +64,6 @@ def log(message):
     plan_log("grpo", message)
 
 
-def data_env(ws: Path) -> tuple[str, str]:
-    """The environment the data folder ships and the episode outcome to reward: WebShop's
-    (``data/webshop_env/``, its reward) or the household games' (won or lost)."""
-    if (ws / "data" / "webshop_env").is_dir():
-        return "webshop_env:WebShopEnv", "score"
-    return "household_env:HouseholdEnv", "won"
-
-
-def env_args(ws: Path) -> list[str]:
-    """The GRPO script's environment options: what the data folder ships, not a setting."""
-    env, reward = data_env(ws)
-    return ["--env", env, "--reward", reward]
-
-
 def method_args(settings: GrpoSettings) -> list[str]:
     """The GRPO script's method options, from the agent's settings (their one default)."""
     return ["--iterations", str(settings.iters), "--games", str(settings.games),
@@ -92,7 +78,7 @@ def method_args(settings: GrpoSettings) -> list[str]:
 def grpo_command(ws: Path, script: Path, model: str, out: Path, k: int, until: float,
                  iter_s: float, settings: GrpoSettings) -> list[str]:
     return [sys.executable, str(script), "--model", model, "--data", str(ws / "data"),
-            "--out", str(out), *method_args(settings), *env_args(ws),
+            "--out", str(out), *method_args(settings),
             "--stats", str(ws / "code" / "grpo_stats.json"),
             "--deadline", f"{until:.1f}", "--iter-estimate", f"{iter_s:.1f}",
             "--seed", str(int(os.environ.get("A2RL_SEED", "0")) * 100 + k)]

@@ -185,6 +185,15 @@ def fits_before(deadline, log, estimate):
     return not deadline or time.time() + max(seconds) <= deadline
 
 
+def data_env(data: Path) -> tuple[str, str]:
+    """The environment the data folder ships (MODULE:CLASS; the module also has PROMPT and
+    load_games(data/games)) and the episode outcome to reward: WebShop's (``webshop_env/``,
+    its final score) or the household games' (won, 0 or 1)."""
+    if (data / "webshop_env").is_dir():
+        return "webshop_env:WebShopEnv", "score"
+    return "household_env:HouseholdEnv", "won"
+
+
 def arguments():
     """The script's options (``scripts/probe_grpo.py`` checks its pass-through options here)."""
     p = argparse.ArgumentParser()
@@ -204,11 +213,6 @@ def arguments():
                    help="return bonus x share of steps that took the env's expert action")
     p.add_argument("--train-layers", type=int, required=True)
     p.add_argument("--minibatch", type=int, required=True)
-    p.add_argument("--env", required=True,
-                   help="MODULE:CLASS of the environment in the data folder; the module also "
-                        "has PROMPT and load_games(data/games)")
-    p.add_argument("--reward", choices=("won", "score"), required=True,
-                   help="episode outcome: won (0/1) or the final score (WebShop's reward)")
     p.add_argument("--max-new-tokens", type=int, required=True,
                    help="reply length of a sampled action (a WebShop search needs ~15 tokens)")
     # the harness decides (a2rl.common.hardware): bf16 only where the hardware computes it natively
@@ -229,7 +233,8 @@ def main():
     sys.path.insert(0, a.data)
     from a2rl_envs import Choice, parse_action, play
 
-    module_name, _, env_name = a.env.partition(":")
+    env, reward = data_env(Path(a.data))
+    module_name, _, env_name = env.partition(":")
     env_module = importlib.import_module(module_name)
     make_env, load_games = getattr(env_module, env_name), env_module.load_games
 
@@ -269,7 +274,7 @@ def main():
                         a.max_steps, env_module.PROMPT, keep_prompts=True)
         rolled = time.time()
         samples = group_samples(picked, episodes, a.group, a.step_cost, stats, a.expert_bonus,
-                                a.reward)
+                                reward)
         model.train()
         losses = update(model, tok, opt, params, samples, a.minibatch, eos_id, bf16)
         row = {"iteration": it, "episodes": len(episodes),
