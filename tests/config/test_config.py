@@ -95,8 +95,14 @@ def test_unimplemented_tasks_compose():
 def test_webshop_params_are_the_tasks_own():
     from a2rl_tasks.webshop.params import WebShopParams
 
+    task_file = yaml.safe_load((CONF / "task" / "webshop.yaml").read_text())
+    own = WebShopParams.from_dict(task_file["params"])  # the task's own sizes
+    assert (own.source, own.test_goals, own.max_steps, own.results_per_page) == \
+        ("procedural", 50, 15, 10)
+    # the smoke grid's shop is smaller, so that one evaluation fits the default grid
     smoke = WebShopParams.from_dict(compose(["grid=smoke", "task=webshop"]).task.params)
-    assert (smoke.source, smoke.test_goals, smoke.max_steps) == ("procedural", 50, 15)
+    assert (smoke.source, smoke.test_goals, smoke.max_steps, smoke.results_per_page) == \
+        ("procedural", 20, 10, 5)
     paper = WebShopParams.from_dict(compose(["grid=paper", "task=webshop"]).task.params)
     assert paper.source == "webshop" and paper.test_goals == 500
     assert paper.product_file.endswith("webshop/items_shuffle_1000.json")

@@ -176,6 +176,24 @@ def test_pages_actions_and_reward(prepared):
         env.step("click[buy now]")
 
 
+def test_results_per_page_is_the_shops_and_the_expert_pages_to_its_target(tmp_path):
+    """A smaller page (the smoke grid's) is written with the shop, so the grader's env and the
+    agent's copy page alike; the expert still reaches every target."""
+    task = load_task(webshop(results_per_page=2, test_goals=4), Path("."))
+    out, facts = prepare(task, tmp_path / "webshop")
+    assert json.loads((out.data / "games" / "shop.json").read_text()) == {"results_per_page": 2}
+    assert facts["expert_test"]["score"] == 100.0
+    goal = next(iter_jsonl(out.sealed / "games" / "goals.jsonl"))
+    env = WebShopEnv()
+    obs = env.reset(f"{out.sealed / 'games' / 'goals.jsonl'}#{goal['id']}")
+    results = env.step(obs.info["expert"]).observation
+    assert len([a for a in results.admissible if a.startswith("click[b0")]) == 2
+    if len(env.hits) > 2:
+        page2 = env.step("click[next >]").observation
+        assert [a for a in page2.admissible if a.startswith("click[b0")] == \
+            [f"click[{a.lower()}]" for a in env.hits[2:4]]
+
+
 def test_titles_click_too_and_options_replace_within_a_group(prepared):
     _, out, _ = prepared
     goal = next(g for g in iter_jsonl(out.sealed / "games" / "goals.jsonl")
