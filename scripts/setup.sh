@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 # chromium + chromium-driver: the report's screenshots and its browser tests
 MISSING=""
 command -v bwrap >/dev/null 2>&1 || MISSING="$MISSING bubblewrap"
+# setpriv: a root harness runs each agent as an unprivileged uid of its own (docs/sandbox.md)
+command -v setpriv >/dev/null 2>&1 || MISSING="$MISSING util-linux"
 command -v git >/dev/null 2>&1 || MISSING="$MISSING git"
 command -v chromium >/dev/null 2>&1 || MISSING="$MISSING chromium"
 command -v chromedriver >/dev/null 2>&1 || MISSING="$MISSING chromium-driver"
@@ -24,9 +26,10 @@ fi
 PY=${PYTHON:-python3}
 # the CPU wheel first, so that no later requirement pulls a multi-GB CUDA build
 "$PY" -m pip install -q torch==2.13.0
-# the package and its pinned dependencies (pyproject.toml), among them WebShop's search and
-# reward: bm25s, PyStemmer, thefuzz
-"$PY" -m pip install -q -e ".[dev]"
+# (pyproject.toml pins the stack, WebShop's and DeepSearchQA's bm25s, PyStemmer, thefuzz,
+# trafilatura and lxml_html_clean included; the cluster extra: Snakemake's Slurm and Kubernetes
+# executor plugins, docs/cluster.md)
+"$PY" -m pip install -q -e ".[dev,cluster]"
 # ALFWorld's adapter code without textworld[pddl]: that extra compiles Fast Downward from source.
 # Real ALFWorld games need it (pip install "textworld[pddl]") and the data (alfworld-download).
 "$PY" -m pip install -q --no-deps alfworld==0.4.2

@@ -56,7 +56,9 @@ def write_run(cfg: RunConfig, final_score: float | None, submissions: list[dict]
             "seed": cfg.seed}
     write_json_atomic(run.run_json, {**cell, "started": T0, "ended": T0, "agent_seconds": 61.5,
                                      "exit_code": 0, "status": status, "time_limit_s": 480,
-                                     "sandbox": "bwrap"})
+                                     "sandbox": "bwrap",
+                                     **({"reason": "provider_outage: 503 three times"}
+                                        if status == "infra_failed" else {})})
     write_jsonl(run.ledger, submissions, torn_tail='{"submission_id": 99, "val')
     write_jsonl(run.events, [
         {"time": T0, "elapsed_s": 0.0, "kind": "agent_start", "pid": 123},
@@ -158,9 +160,14 @@ def test_leaderboard_aggregates_seeds(tmp_path):
     layout = Layout.from_paths(PathsConfig(root=str(tmp_path)))
     write_baseline(layout)
     roots = []
-    for agent, seed, final in (("sft", 0, 44.0), ("sft", 1, 40.0), ("noop", 0, 20.0)):
+    # sft seed 2: the harness failed it (infra_failed); counted, never scored
+    for agent, seed, final, status in (("sft", 0, 44.0, "completed"),
+                                       ("sft", 1, 40.0, "agent_failed"),
+                                       ("noop", 0, 20.0, "completed"),
+                                       ("sft", 2, 99.0, "infra_failed")):
         cfg = make_cfg(tmp_path, agent=agent, seed=seed)
-        write_run(cfg, final, SUBMISSIONS if agent == "sft" else [submission(1, 5.0, 20.0)])
+        write_run(cfg, final, SUBMISSIONS if agent == "sft" else [submission(1, 5.0, 20.0)],
+                  status=status)
         summarize_run(cfg)
         roots.append(layout.run("gsm8k_arith", agent, "none", seed).root)
     roots.append(layout.run("gsm8k_arith", "sft", "none", 7).root)  # never ran: left out
@@ -169,8 +176,9 @@ def test_leaderboard_aggregates_seeds(tmp_path):
 
     assert list(board["agent"]) == ["sft", "noop"]  # best mean first
     sft, noop = board.iloc[0], board.iloc[1]
-    assert (sft["task"], sft["level"], sft["driver"], sft["n_seeds"]) == (
-        "gsm8k_arith", "L1", "none", 2)
+    assert (sft["task"], sft["level"], sft["driver"], sft["n_seeds"], sft["infra_failed"]) == (
+        "gsm8k_arith", "L1", "none", 2, 1)
+    assert noop["infra_failed"] == 0
     assert sft["final_mean"] == pytest.approx(42.0)
     assert sft["final_std"] == pytest.approx(math.sqrt(8.0))
     assert sft["final_best"] == 44.0 and sft["baseline"] == 20.0
@@ -184,7 +192,8 @@ def test_leaderboard_aggregates_seeds(tmp_path):
     assert sft["cost_usd"] == 0.0 and sft["contaminated"] == 0
 
     csv = pd.read_csv(layout.leaderboard_csv)
-    assert list(csv.columns) == ["task", "level", "agent", "driver", "n_seeds", "final_mean",
+    assert list(csv.columns) == ["task", "level", "agent", "driver", "n_seeds", "infra_failed",
+                                 "final_mean",
                                  "final_std", "ci_low", "ci_high", "baseline",
                                  "improvement_mean", "final_best", "cost_usd", "contaminated"]
     assert csv["final_mean"].tolist() == pytest.approx([42.0, 20.0])
@@ -192,16 +201,17 @@ def test_leaderboard_aggregates_seeds(tmp_path):
     assert metrics["gsm8k_arith"]["sft"]["none"]["final_mean"] == pytest.approx(42.0)
     assert metrics["gsm8k_arith"]["noop"]["none"]["final_std"] is None
     assert metrics["levels"]["L1"]["sft"]["none"]["n_runs"] == 2
+    assert metrics["levels"]["L1"]["sft"]["none"]["infra_failed"] == 1
     md = layout.leaderboard_md.read_text()
-    assert ("| gsm8k_arith | L1 | sft | none | 2 | 42.00 | 2.83 | 40.00 | 44.00 | 20.00 | "
+    assert ("| gsm8k_arith | L1 | sft | none | 2 | 1 | 42.00 | 2.83 | 40.00 | 44.00 | 20.00 | "
             "+22.00 | 44.00 | 0.0000 | 0 |") in md
-    assert "| gsm8k_arith | L1 | noop | none | 1 | 20.00 | – | – | – |" in md
+    assert "| gsm8k_arith | L1 | noop | none | 1 | 0 | 20.00 | – | – | – |" in md
     assert "## By level" in md
     levels = pd.read_csv(layout.leaderboard_levels_csv)
     assert list(levels["agent"]) == ["sft", "noop"]
     assert levels["improvement_mean"].tolist() == pytest.approx([22.0, 0.0])
 
-    assert discover_run_roots(layout) == sorted(roots[:3])
+    assert discover_run_roots(layout) == sorted(roots[:4])
 
 
 def test_bootstrap_interval_and_level_aggregates(blank_summary):

@@ -1,5 +1,5 @@
-"""Precision by hardware (a2rl.common.hardware), as the reference agents' scripts receive it, and
-the hardware record."""
+"""Precision by hardware (a2rl.common.hardware), as the reference agents' scripts receive it,
+the hardware record, and the job's GPUs reaching the agent."""
 
 from __future__ import annotations
 
@@ -202,3 +202,20 @@ def test_sft_script_stops_at_the_deadline_and_saves(tiny_model, tmp_path):
     assert report["steps"] == 1 and report["skipped_steps"] == 49
     assert report["precision"] == "fp32" and "49 of 50 steps skipped" in report["stopped"]
     assert (out / "config.json").is_file()
+
+
+def test_agent_gets_the_jobs_gpus_only(monkeypatch):
+    """CUDA_VISIBLE_DEVICES, set by the scheduler for the job, reaches the agent's cleared
+    environment, so the agent uses the GPUs the job was given and no others."""
+    from a2rl.config.compose import compose
+    from a2rl.isolation.sandbox import Sandbox
+    from a2rl.pipeline.runner import agent_env
+
+    box = Sandbox("none", Path("/nonexistent/ws"), Path("/nonexistent/tools"),
+                  Path("/nonexistent/grader"))
+    cfg = compose(["agent=sft"])
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert "CUDA_VISIBLE_DEVICES" not in agent_env(cfg, box, "unix:/x", "http://x", "t", 60)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    env = agent_env(cfg, box, "unix:/x", "http://x", "t", 60)
+    assert env["CUDA_VISIBLE_DEVICES"] == "2,3"

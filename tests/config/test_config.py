@@ -108,6 +108,21 @@ def test_webshop_params_are_the_tasks_own():
     assert paper.product_file.endswith("webshop/items_shuffle_1000.json")
 
 
+def test_deepsearchqa_configs_build_their_params():
+    """The paper's cell uses the real questions, the web and the judge; the smoke grid's the
+    offline world, BM25 and the matcher."""
+    from a2rl_tasks.deepsearchqa.params import DeepSearchParams
+
+    paper = compose(["grid=paper", "task=deepsearchqa"]).task
+    p = DeepSearchParams.from_dict(paper.params)
+    assert paper.implemented and (p.source, p.backend, p.grader) == ("dsqa", "web", "judge")
+    assert (p.max_steps, p.dsqa.shuffle_seed, p.dsqa.train_size, p.dsqa.test_size) == (
+        6, 42, 100, 200)
+    world = compose(["grid=smoke", "task=deepsearchqa_world"]).task
+    w = DeepSearchParams.from_dict(world.params)
+    assert world.implemented and (w.source, w.backend, w.grader) == ("world", "local", "match")
+
+
 def test_gsm8k_params_are_the_tasks_own():
     import a2rl_tasks.gsm8k.params as params_module
 
@@ -159,11 +174,12 @@ def test_agent_tasks_limit_an_agent_to_some_tasks():
                      ("humaneval", "sft"), ("alpacaeval", "noop"), ("alpacaeval", "sft"),
                      ("alpacaeval", "dpo"), ("household", "noop"), ("household", "sft"),
                      ("household", "sft_grpo"), ("webshop", "noop"), ("webshop", "sft"),
-                     ("webshop", "sft_grpo")]
+                     ("webshop", "sft_grpo"), ("deepsearchqa_world", "noop"),
+                     ("deepsearchqa_world", "sft")]
     # an override of the agents keeps the restriction for those still in the grid
     cfg = compose(["grid=smoke", "grid.agents=[sft]"])
     assert [c["task"] for c in grid_cells(cfg)] == ["gsm8k_arith", "humaneval", "alpacaeval",
-                                                    "household", "webshop"]
+                                                    "household", "webshop", "deepsearchqa_world"]
 
 
 def test_grid_task_files_size_a_task_for_one_grid_only():
@@ -178,6 +194,8 @@ def test_grid_task_files_size_a_task_for_one_grid_only():
     alpaca = compose(["grid=smoke", "task=alpacaeval"])
     assert (alpaca.task.params["judge"]["kind"], alpaca.task.params["test_size"]) == ("local", 50)
     assert compose(["grid=paper", "task=alpacaeval"]).task.params["judge"]["kind"] == "api"
+    world = compose(["grid=smoke", "task=deepsearchqa_world", "agent=sft"])
+    assert world.budget.time_limit_s == 1500 and world.agent.settings["sft"]["max_len"] == 768
 
 
 def test_paper_grid_cells():

@@ -63,11 +63,12 @@ def run_dir(tmp_path):
 
 def run_probe(run: Path, secrets: dict, network: bool = False) -> dict:
     sandbox = Sandbox("bwrap", run / "workspace", run / "tools", run / "grader", network)
+    uid = sandbox.uid
     argv = sandbox.command([sys.executable, "-c", PROBE, json.dumps(secrets)], {"PATH": "/usr/bin"})
     done = subprocess.run(argv, capture_output=True, text=True, env=sandbox.host_env({}),
                           timeout=60)
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return json.loads(done.stdout) | {"expected_uid": uid}
 
 
 def test_agent_cannot_reach_sealed_data_or_ledger(run_dir):
@@ -77,7 +78,8 @@ def test_agent_cannot_reach_sealed_data_or_ledger(run_dir):
     result = run_probe(run, {"read": [str(test_split), str(ledger), "/work/main/README.md",
                                       "/root/.bash_history"],
                              "write": [str(ledger), str(test_split)]})
-    assert result["uid"] == 1000
+    # 1000 in its own user namespace, or an unprivileged host uid of its own under a root harness
+    assert result["uid"] == result["expected_uid"] and result["uid"] != 0
     for key in ("read0", "read1", "read2", "read3", "write0", "write1"):
         assert result[key] in ("FileNotFoundError", "OSError", "PermissionError"), (key, result)
     assert ledger.read_text() == '{"submission_id": 1}\n'
@@ -144,3 +146,19 @@ def test_host_paths_under_tmp_stay_visible(tmp_path):
     done = subprocess.run(argv, capture_output=True, text=True, env=sandbox.host_env({}),
                           timeout=60)
     assert done.stdout.strip() == "visible", done.stderr
+
+
+def test_gpu_device_nodes_are_bound_into_the_sandbox(monkeypatch, tmp_path):
+    """The sandbox's fresh /dev gets the host's NVIDIA device nodes, so an agent can train on
+    the job's GPUs; without them (no GPU) nothing is added."""
+    from a2rl.isolation import sandbox as module
+
+    box = Sandbox("bwrap", tmp_path / "ws", tmp_path / "tools", tmp_path / "grader")
+    monkeypatch.setattr(module, "gpu_devices", lambda: [])
+    assert "--dev-bind" not in box.command(["true"], {})
+    monkeypatch.setattr(module, "gpu_devices", lambda: ["/dev/nvidia0", "/dev/nvidiactl"])
+    command = box.command(["true"], {})
+    for device in ("/dev/nvidia0", "/dev/nvidiactl"):
+        at = command.index(device)
+        assert command[at - 1:at + 2] == ["--dev-bind", device, device]
+    assert command.index("--dev") < command.index("--dev-bind")  # on top of the fresh /dev

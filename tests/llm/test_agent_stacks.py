@@ -289,4 +289,6 @@ def test_stack_run_mounts_tools_read_only_and_the_agent_folder_writable(tmp_path
     pairs = list(zip(argv, argv[1:], argv[2:], strict=False))
     assert ("--ro-bind", str(folder), str(folder)) in pairs
     assert ("--bind", str(run.agent_files), AGENT_DIR_VIEW) in pairs
-    assert "--share-net" in argv
+    # the host's network: no new network namespace (asked for as --share-net after
+    # --unshare-all, or by leaving --unshare-net out under a root harness)
+    assert "--unshare-net" not in argv and ("--unshare-all" not in argv or "--share-net" in argv)

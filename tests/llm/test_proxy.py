@@ -434,3 +434,33 @@ def test_translation_keeps_chat_requests_and_rejects_unknown_protocols():
                                                        "stream": False}
     with pytest.raises(ValueError, match="protocol"):
         to_chat_request("smoke_signals", body, "b")
+
+
+def test_each_call_of_a_driver_session_becomes_an_llm_call_event(tmp_path):
+    """The replay driver's session (a2rl.llm.drivers) behind the real proxy: every call is a line
+    of llm_calls.jsonl and an llm_call event of events.jsonl with the same number."""
+    from a2rl.common.events import EventLog
+    from a2rl.common.files import iter_jsonl
+    from a2rl.common.layout import RunPaths
+    from a2rl.config.compose import compose
+    from a2rl.llm.drivers import driver_session
+
+    cfg = compose(["agent=mini_swe_agent", "driver=replay", f"paths.root={tmp_path}"])
+    run = RunPaths(tmp_path / "run")
+    run.root.mkdir()
+    events = EventLog(run.events)
+    with driver_session(cfg, run, events) as proxy:
+        headers = {"authorization": f"Bearer {proxy.dummy_key}"}
+        body = {"messages": [{"role": "user", "content": "go"}]}
+        ok = httpx.post(f"{proxy.url}/v1/chat/completions", json=body, headers=headers)
+        refused = httpx.post(f"{proxy.url}/v1/chat/completions", json=body)
+    assert (ok.status_code, refused.status_code) == (200, 401)
+    calls = list(iter_jsonl(run.llm_calls))
+    logged = [e for e in iter_jsonl(run.events) if e["kind"] == "llm_call"]
+    assert [e["call"] for e in logged] == [c["call"] for c in calls] == [1, 2]
+    first, second = logged
+    assert (first["outcome"], first["status"], first["model"]) == ("ok", 200, "replay")
+    assert first["input_tokens"] == calls[0]["input_tokens"] > 0
+    assert first["latency_s"] == calls[0]["latency_s"]
+    assert (second["outcome"], second["status"]) == ("unauthorized", 401)
+    assert "wrong API key" in second["error"]

@@ -25,6 +25,7 @@ import httpx
 import pytest
 import yaml
 
+from a2rl.analysis.transcripts import normalise
 from a2rl.config.compose import compose
 from a2rl.llm.proxy import llm_totals
 from a2rl.llm.replay import (
@@ -286,6 +287,12 @@ def test_agent_trains_and_submits_through_the_replay_driver(stack, e2e_root):
     assert "a2rl submit output/ckpt-1" in transcript and "replay step 3" in transcript
     kinds = [e["kind"] for e in jsonl(run / "events.jsonl")]
     assert {"replay_start", "proxy_start", "proxy_stop", "agent_exit", "submission"} <= set(kinds)
+    assert kinds.count("llm_call") == len(calls)  # each call is also an event
+    # the normalised transcript ran the script's shell commands, each linked to its call
+    script = yaml.safe_load((e2e_root / "script.yaml").read_text())
+    normalised = normalise(stack, run / "transcript.jsonl", calls)
+    assert len(normalised.commands) == sum(1 for t in script["turns"] if "shell" in t)
+    assert all(t.llm_call for t in normalised.turns if t.role == "assistant")
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "completed"
 

@@ -3,6 +3,7 @@ scratch working directory so the repository's results/ and .snakemake/ are never
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -18,11 +19,11 @@ RUN_AGENT_JOB = re.compile(
     r"/(?P<driver>[^/\s]+)/seed(?P<seed>\d+)/run\.json", re.MULTILINE)
 
 
-def snakemake(*args: str, workdir: Path) -> subprocess.CompletedProcess:
+def snakemake(*args: str, workdir: Path, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
          "--directory", str(workdir), *args],
-        capture_output=True, text=True, env=child_env(), timeout=300, check=False)
+        capture_output=True, text=True, env=child_env(), timeout=timeout, check=False)
 
 
 def cell_key(cell: dict) -> tuple:
@@ -81,3 +82,23 @@ def test_unimplemented_task_fails_when_run(tmp_path):
     log = tmp_path / "results" / "logs" / "prepare_task" / "webshop.log"
     assert "TaskNotImplemented" in log.read_text()
     assert "not implemented yet" in result.stdout + result.stderr
+
+
+@pytest.mark.integration
+def test_only_infra_failures_are_retried(tmp_path):
+    """A run whose harness fails (here: an LLM agent without a driver, a missing key) is run
+    again infra_retries times; the last attempt's infra_failed run.json is kept as the job's
+    output. (The noop agent made an LLM agent by overrides; prepare and baseline run for real
+    on the tiny model.)"""
+    cell = "results/runs/gsm8k_arith/noop/none/seed0/run.json"
+    overrides = '["agent.kind=llm","+agent.stack=codex","+agent.version=0.0.0","agent.command=[]"]'
+    result = snakemake("--cores", "1", "--config", "grid=ci", "infra_retries=1",
+                       f"overrides={overrides}", "--", cell, workdir=tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    record = json.loads((tmp_path / cell).read_text())
+    assert record["status"] == "infra_failed", record
+    assert record["reason"].startswith("missing_key: DriverKeyMissing")
+    assert output.count("Trying to restart job") == 1, output[-4000:]
+    log = (tmp_path / "results/logs/run_agent/gsm8k_arith/noop/none/seed0.log").read_text()
+    assert log.count("InfraFailed") >= 1

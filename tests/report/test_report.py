@@ -59,26 +59,6 @@ def test_sft_summary_names_its_route_and_each_submissions_commit(runs):
 # ---------------------------------------------------------------------------------- browser
 
 
-@pytest.fixture(scope="module")
-def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    chromium, driver_bin = shutil.which("chromium"), shutil.which("chromedriver")
-    if not (chromium and driver_bin):
-        pytest.skip("chromium and chromium-driver are not installed (scripts/setup.sh)")
-    os.environ.setdefault("SE_OFFLINE", "true")  # never let Selenium Manager download
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,1600",
-                 "--disable-dev-shm-usage", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-sync"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(driver_bin), options=options)
-    yield driver
-    driver.quit()
-
-
 def visible_check(driver, page: Path) -> dict:
     """Open ``page`` and return what a person would see: title, headings, tables (as rows of
     cell texts), images (loaded or not), links (target files exist or not)."""

@@ -77,7 +77,9 @@ def test_parse_action_prefers_longest_and_keeps_free_text():
     assert parse_action("take key from box", acts)[0] == "take key from box"
     assert parse_action("I will take key from box now", acts) == ("take key from box",
                                                                     "contains")
-    assert parse_action("Open The Door", []) == ("open the door", "free")
+    assert parse_action("Open The Door", []) == ("Open The Door", "free")
+    assert parse_action("Action: search[Tarsk City]\nbecause", []) == ("search[Tarsk City]",
+                                                                      "free")
     assert clean_reply("\n\n  1. **open box**.") == "open box"
 
 
@@ -116,6 +118,50 @@ def test_prompt_holds_goal_history_and_actions():
     assert "Available actions:\nx\ny" in prompt
     with pytest.raises(ValueError, match="history"):
         PromptFormat(history=-1)
+
+
+class EchoEnv(TextEnv):
+    """Free-text actions: no admissible list; won when the action repeats the goal word."""
+
+    def reset(self, game: str) -> Observation:
+        self.word = game
+        return Observation("Say the word.", game, [], {})
+
+    def step(self, action: str) -> Step:
+        won = action == f"say[{self.word}]"
+        return Step(Observation(f"You said {action}", self.word, [], {}), float(won), won,
+                    {"won": won})
+
+
+class TableGenerator:
+    """The generator interface of a2rl.task.inference, replying by a function of the prompt."""
+
+    class Tok:
+        chat_template = None
+
+    tokenizer = Tok()
+
+    def __init__(self, replies):
+        self.replies, self.prompts = replies, []
+
+    def generate(self, prompts, max_new_tokens):
+        self.prompts += prompts
+        return [self.replies(p) for p in prompts]
+
+
+def test_free_text_actions_reach_the_environment_as_written():
+    """With no admissible list the prompt shows none, and a model's first line goes to the
+    environment with its case (names and queries are case-sensitive text)."""
+    from a2rl.task.envs import GeneratorPolicy
+
+    generator = TableGenerator(lambda p: "Action: say[Tarsk]\nbecause" if "Tarsk" in p
+                              else "say[nothing]")
+    episodes = play(["Tarsk", "Velmora"], EchoEnv, GeneratorPolicy(generator), max_steps=2)
+    assert [e.won for e in episodes] == [True, False]
+    assert episodes[0].steps[0]["action"] == "say[Tarsk]"
+    assert episodes[0].steps[0]["method"] == "free"
+    assert all("Available actions" not in p and "Your action:" in p
+               for p in generator.prompts)
 
 
 def test_expert_wins_and_step_limit_holds():

@@ -3,11 +3,13 @@
 # The configuration is not a Snakemake configfile: it is composed from conf/ with Hydra's
 # compose API (a2rl.config.compose), exactly as `a2rl run` composes it. Snakemake's own config takes
 #   grid=<name>        conf/grid/<name>.yaml (default: smoke)
+#   infra_retries=N    run again a run the harness failed up to N times (default 2; run.smk)
 #   overrides=[...]    Hydra overrides for every cell, e.g. '["task.params.test_size=50"]'
 #                      (a string is split like a shell line); they may not choose a cell axis.
 # The grid config is checked before any job starts by the dataclasses of a2rl.config.types (the
 # config's one definition) and the reference agents' settings by theirs
-# (a2rl.pipeline.agent_settings). Each task, agent and driver the grid names is composed too, so a
+# (a2rl.pipeline.agent_settings); checked configs are cached in .snakemake/ (see
+# a2rl.pipeline.plancache). Each task, agent and driver the grid names is composed too, so a
 # missing conf/ option or a bad setting fails here. Planning never imports a task's code: a
 # task with implemented: false is planned like any other and fails when prepare_task runs.
 #
@@ -16,10 +18,11 @@
 #
 # The rules' paths come from a2rl.common.layout (PATHS below, relative to the working directory,
 # with wildcards such as "{task}" in place of names), where the stages find them too.
+import functools
 import os
 import re
 import shlex
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 # scripts run in child processes; they compose from the conf/ next to this Snakefile
@@ -27,13 +30,13 @@ os.environ.setdefault("A2RL_CONF", str(Path(workflow.basedir) / "conf"))
 
 from a2rl.config.compose import (
     cell_overrides,
-    compose,
     grid_cells,
     grid_overrides,
     task_overrides,
 )
 from a2rl.common.layout import Layout, cell_path
-from a2rl.pipeline.agent_settings import check_settings
+from a2rl.pipeline.plancache import ComposeCache
+from a2rl.pipeline.resources import check_agent_sizing, resource_keys, rule_resources
 
 
 def as_override_list(value):
@@ -45,12 +48,15 @@ def as_override_list(value):
     return [str(v) for v in value]
 
 
-def checked(overrides):
-    """The checked RunConfig of `overrides`, its agent settings checked too."""
-    return check_settings(compose(overrides))
+# the checked RunConfig of some overrides (a2rl.pipeline.plancache.compose_checked), kept in
+# .snakemake/ between runs and for the jobs a cluster executor starts, which each parse this
+# workflow again
+checked = ComposeCache(Path(".snakemake") / "a2rl-configs")
 
 
 GRID = str(config.get("grid", "smoke"))
+# how many times a run the harness failed (run.json status infra_failed) is run again
+INFRA_RETRIES = int(config.get("infra_retries", 2))
 GRID_OVERRIDES = grid_overrides(GRID, as_override_list(config.get("overrides")))
 GRID_CFG = checked(GRID_OVERRIDES)
 CELLS = grid_cells(GRID_CFG)
@@ -72,10 +78,31 @@ CELL_PATH = cell_path(*CELL)
 PREPARED = PATHS.prepared("{task}")
 BASELINE = PATHS.baseline("{task}")
 
-TASK_CFG = {task: checked(task_overrides(task, GRID_OVERRIDES)) for task in GRID_CFG.grid.tasks}
-for _axis, _names in (("agent", GRID_CFG.grid.agents), ("driver", GRID_CFG.grid.drivers)):
-    for _name in _names:
-        checked([*GRID_OVERRIDES, f"{_axis}={_name}"])
+
+def compose_options(axes):
+    """Every option of every axis composed and checked once, options of different axes sharing
+    a composition (the i-th task with the i-th agent and the i-th driver): a Hydra composition
+    is the bulk of planning time, and this takes the longest axis's count of them instead of the
+    sum. Sharing is sound because a task's, an agent's and a driver's options each configure
+    only their own key. Returns {axis: {option: RunConfig}}."""
+    names = {axis: list(dict.fromkeys(options)) for axis, options in axes.items()}
+    composed = {axis: {} for axis in axes}
+    for i in range(max(map(len, names.values()))):
+        choice = {axis: options[i] for axis, options in names.items() if i < len(options)}
+        cfg = checked([*GRID_OVERRIDES, *(f"{axis}={name}" for axis, name in choice.items())])
+        for axis, name in choice.items():
+            composed[axis][name] = cfg
+    return composed
+
+
+# each task's config (model, data, budget, grading resources) and each agent's (the resources
+# of run_agent's jobs); each driver is composed too, so that a missing option fails here
+check_agent_sizing(GRID, GRID_CFG.grid.tasks)
+_OPTIONS = compose_options(
+    {"task": GRID_CFG.grid.tasks, "agent": GRID_CFG.grid.agents, "driver": GRID_CFG.grid.drivers}
+)
+TASK_CFG = _OPTIONS["task"]
+AGENT_CFG = _OPTIONS["agent"]
 
 # base models: one folder per model name, shared by the tasks that use it
 MODEL_OF_TASK = {task: cfg.task.model.name for task, cfg in TASK_CFG.items()}
@@ -136,3 +163,61 @@ def run_summaries(wildcards):
 def selected_models(wildcards):
     """The exported selected model (results/models/...) of every cell of the grid."""
     return [str(PATHS.selected_model(**cell)) for cell in CELLS]
+
+
+# ------------------------------------------------------------------------------- resources
+
+
+def job_kind(rule_name, wildcards):
+    """What a job's resources depend on: its task (none for per-grid and per-model rules) and,
+    for run_agent, its agent."""
+    task = wildcards.get("task")
+    return task, wildcards.get("agent") if rule_name == "run_agent" else None
+
+
+def job_kinds(rule_name):
+    """Every job_kind the grid has for ``rule_name``."""
+    if rule_name == "run_agent":
+        return {(cell["task"], cell["agent"]) for cell in CELLS}
+    if rule_name in ("prepare_model", "build_leaderboard", "build_report"):
+        return {(None, None)}
+    return {(task, None) for task in GRID_CFG.grid.tasks}
+
+
+@functools.cache
+def resources_of_job(rule_name, task, agent):
+    """The resources of a job of ``rule_name`` on ``task`` with ``agent`` (see job_kind): from
+    the task's config (the grid's for per-grid rules), with the agent's resources for run_agent.
+    Agents and tasks are composed once each, not once per cell, so a grid_task file sizes
+    tasks and budgets, never agents' resources (check_agent_sizing)."""
+    cfg = TASK_CFG[task] if task else GRID_CFG
+    if rule_name == "run_agent":
+        cfg = replace(cfg, agent=AGENT_CFG[agent].agent)
+    return rule_resources(rule_name, cfg)
+
+
+def resources_of(rule_name):
+    """The resources of the rule ``rule_name``, which a2rl.pipeline.resources derives from the
+    config: a value where every job of the rule gets the same, else a function of the job's
+    wildcards (Snakemake calls such a function for each job while planning: slow on big grids)."""
+    kinds = job_kinds(rule_name)
+
+    def value(key):
+        values = {resources_of_job(rule_name, *kind)[key] for kind in kinds}
+        if len(values) == 1:
+            return values.pop()
+
+        def of_job(wildcards):
+            return resources_of_job(rule_name, *job_kind(rule_name, wildcards))[key]
+
+        return of_job
+
+    return {key: value(key) for key in resource_keys(GRID_CFG.cluster)}
+
+
+def run_agent_threads(wildcards):
+    """Run here, an agent takes every core Snakemake was given, so no other job competes with
+    its clock; on a cluster its job gets the agent's CPUs and the scheduler keeps others off."""
+    if workflow.local_exec:
+        return workflow.cores
+    return resources_of_job("run_agent", *job_kind("run_agent", wildcards))["cpus_per_task"]

@@ -12,6 +12,8 @@ rule measure_baseline:
         str(PATHS.log("measure_baseline", "{task}")),
     params:
         overrides=overrides_of_task,
+    resources:
+        **resources_of("measure_baseline"),
     conda:
         "../envs/a2rl.yaml"
     script:
@@ -28,6 +30,8 @@ rule final_grade:
         str(PATHS.log("final_grade", CELL_PATH)),
     params:
         overrides=overrides_of_cell,
+    resources:
+        **resources_of("final_grade"),
     conda:
         "../envs/a2rl.yaml"
     script:

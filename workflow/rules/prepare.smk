@@ -9,6 +9,8 @@ rule prepare_model:
         str(PATHS.log("prepare_model", "{model}")),
     params:
         overrides=overrides_of_model,
+    resources:
+        **resources_of("prepare_model"),
     conda:
         "../envs/a2rl.yaml"
     script:
@@ -22,6 +24,8 @@ rule prepare_task:
         str(PATHS.log("prepare_task", "{task}")),
     params:
         overrides=overrides_of_task,
+    resources:
+        **resources_of("prepare_task"),
     conda:
         "../envs/a2rl.yaml"
     script:

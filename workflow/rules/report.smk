@@ -24,6 +24,8 @@ rule summarize_run:
         str(PATHS.log("summarize_run", CELL_PATH)),
     params:
         overrides=overrides_of_cell,
+    resources:
+        **resources_of("summarize_run"),
     conda:
         "../envs/a2rl.yaml"
     script:
@@ -39,6 +41,8 @@ rule export_model:
         str(PATHS.log("export_model", CELL_PATH)),
     params:
         overrides=overrides_of_cell,
+    resources:
+        **resources_of("export_model"),
     conda:
         "../envs/a2rl.yaml"
     script:
@@ -57,6 +61,8 @@ rule build_leaderboard:
         str(PATHS.log("build_leaderboard", "leaderboard")),
     params:
         overrides=GRID_OVERRIDES,
+    resources:
+        **resources_of("build_leaderboard"),
     conda:
         "../envs/a2rl.yaml"
     script:
@@ -77,6 +83,8 @@ rule build_report:
         str(PATHS.log("build_report", "report")),
     params:
         overrides=GRID_OVERRIDES,
+    resources:
+        **resources_of("build_report"),
     conda:
         "../envs/a2rl.yaml"
     script:

@@ -47,7 +47,7 @@ def failures_of(items: list[SubmissionItem], events: list[dict[str, Any]],
     """``{"kind", "message", "elapsed_s", "excerpt"}`` for each thing that went wrong."""
     found = []
     for s in items:
-        if s.status == "judge_failed":  # the harness's failure, kept apart from the agent's
+        if s.status is not None:  # judge_failed, eval_timeout: the harness's failure
             found.append({"kind": "infrastructure", "message": f"submission {s.id} could not "
                           f"be graded ({s.status_code}): {s.error}",
                           "elapsed_s": s.elapsed_s, "excerpt": None})
@@ -63,6 +63,9 @@ def failures_of(items: list[SubmissionItem], events: list[dict[str, Any]],
                           "elapsed_s": e.get("elapsed_s"), "excerpt": None})
     lines = _log_lines(agent_log)
     status = run.status if run else None
+    if status == "infra_failed":  # the harness's failure: the run does not count
+        found.append({"kind": "infrastructure", "message": f"run infra_failed: {run.reason}",
+                      "elapsed_s": run.agent_seconds, "excerpt": None})
     if status in ("agent_failed", "budget_exhausted"):
         found.append({"kind": "agent", "message": f"agent {status} (exit {run.exit_code})",
                       "elapsed_s": run.agent_seconds, "excerpt": _tail(lines)})

@@ -2,18 +2,20 @@
 summary.json (a ``RunSummary`` written by ``a2rl.analysis.summary.summarize_run``), and one row
 per (level, agent, driver) aggregated over the level's tasks.
 
-Columns: task, level, agent, driver, n_seeds (runs summarized), final_mean and final_std (test
-score of the selected submission over seeds; std with ddof=1, empty for one seed), ci_low and
+Columns: task, level, agent, driver, n_seeds (runs scored), infra_failed (runs the harness
+failed: run.json status infra_failed, left out of every score and of n_seeds), final_mean and
+final_std (test score of the selected submission over seeds; std with ddof=1, empty for one
+seed), ci_low and
 ci_high (95 % percentile-bootstrap interval of final_mean over seeds, ``BOOTSTRAP`` resamples
 with a fixed seed; empty for one seed), baseline, improvement_mean (final - baseline),
 final_best (the best seed's final score), cost_usd (mean LLM cost per run; 0 without a driver),
 contaminated (runs whose integrity check flagged contamination). Scores are on the 0-100 scale.
 Rows are sorted by task, then final_mean, best first.
 
-Level rows (level, agent, driver, n_tasks, n_runs, final_mean, improvement_mean, ci_low,
-ci_high, cost_usd, contaminated): means over the level's tasks of the per-task means, so every
-task weighs the same whatever its seed count; the interval is a stratified bootstrap of
-improvement_mean (seeds resampled within each task).
+Level rows (level, agent, driver, n_tasks, n_runs, infra_failed, final_mean, improvement_mean,
+ci_low, ci_high, cost_usd, contaminated): means over the level's tasks of the per-task means,
+so every task weighs the same whatever its seed count; the interval is a stratified bootstrap
+of improvement_mean (seeds resampled within each task); n_runs counts scored runs only.
 
 Written to results/leaderboard.csv, leaderboard_levels.csv, leaderboard.md and leaderboard.json
 (nested ``{task: {agent: {driver: {column: value}}}}`` plus ``{"levels": {level: {agent:
@@ -40,13 +42,13 @@ from a2rl.config.types import RunConfig
 log = logging.getLogger(__name__)
 
 KEYS = ["task", "level", "agent", "driver"]
-COLUMNS = [*KEYS, "n_seeds", "final_mean", "final_std", "ci_low", "ci_high", "baseline",
-           "improvement_mean", "final_best", "cost_usd", "contaminated"]
+COLUMNS = [*KEYS, "n_seeds", "infra_failed", "final_mean", "final_std", "ci_low", "ci_high",
+           "baseline", "improvement_mean", "final_best", "cost_usd", "contaminated"]
 SCORE_COLUMNS = ["final_mean", "final_std", "ci_low", "ci_high", "baseline", "improvement_mean",
                  "final_best"]
 LEVEL_KEYS = ["level", "agent", "driver"]
-LEVEL_COLUMNS = [*LEVEL_KEYS, "n_tasks", "n_runs", "final_mean", "improvement_mean", "ci_low",
-                 "ci_high", "cost_usd", "contaminated"]
+LEVEL_COLUMNS = [*LEVEL_KEYS, "n_tasks", "n_runs", "infra_failed", "final_mean",
+                 "improvement_mean", "ci_low", "ci_high", "cost_usd", "contaminated"]
 BOOTSTRAP = 10_000
 CONFIDENCE = 0.95
 SEED = 0
@@ -106,18 +108,26 @@ def stratified_bootstrap_ci(groups: list[np.ndarray], resamples: int = BOOTSTRAP
     return float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))
 
 
+INFRA_FAILED = "infra_failed"  # a RunSummary.status the harness's failure left
+
+
 def runs_frame(summaries: Iterable[RunSummary]) -> pd.DataFrame:
-    """One row per run: the cell, final, baseline, improvement, cost, contamination flag."""
+    """One row per run: the cell, final, baseline, improvement, cost, contamination flag and
+    whether the harness failed it (``infra``: its scores are NaN, so no aggregate uses them)."""
     runs = pd.DataFrame([{"task": s.task, "level": s.level, "agent": s.agent,
                           "driver": s.driver, "seed": s.seed, "final": s.final_score,
                           "baseline": s.baseline, "improvement": s.improvement,
-                          "cost": s.cost_usd, "contaminated": integrity_view(s.integrity).flagged}
+                          "cost": s.cost_usd, "contaminated": integrity_view(s.integrity).flagged,
+                          "infra": s.status == INFRA_FAILED}
                          for s in summaries],
                         columns=[*KEYS, "seed", "final", "baseline", "improvement", "cost",
-                                 "contaminated"])
+                                 "contaminated", "infra"])
     for column in ("final", "baseline", "improvement", "cost"):
         runs[column] = pd.to_numeric(runs[column], errors="coerce").astype(float)
-    runs["contaminated"] = runs["contaminated"].astype(int)
+    runs["infra"] = runs["infra"].astype(bool)
+    runs.loc[runs["infra"], ["final", "baseline", "improvement", "cost"]] = math.nan
+    runs["contaminated"] = (runs["contaminated"].astype(bool) & ~runs["infra"]).astype(int)
+    runs["scored"] = (~runs["infra"]).astype(int)
     return runs
 
 
@@ -127,7 +137,8 @@ def leaderboard_frame(summaries: Iterable[RunSummary]) -> pd.DataFrame:
     if runs.empty:
         return pd.DataFrame(columns=COLUMNS)
     board = (runs.groupby(KEYS, sort=False, dropna=False)
-             .agg(n_seeds=("seed", "size"), final_mean=("final", "mean"),
+             .agg(n_seeds=("scored", "sum"), infra_failed=("infra", "sum"),
+                  final_mean=("final", "mean"),
                   final_std=("final", "std"), baseline=("baseline", "mean"),
                   improvement_mean=("improvement", "mean"), final_best=("final", "max"),
                   cost_usd=("cost", "mean"), contaminated=("contaminated", "sum"))
@@ -137,6 +148,7 @@ def leaderboard_frame(summaries: Iterable[RunSummary]) -> pd.DataFrame:
     board["ci_low"] = [intervals[tuple(r)][0] for r in board[KEYS].itertuples(index=False)]
     board["ci_high"] = [intervals[tuple(r)][1] for r in board[KEYS].itertuples(index=False)]
     board["n_seeds"] = board["n_seeds"].astype(int)
+    board["infra_failed"] = board["infra_failed"].astype(int)
     board["contaminated"] = board["contaminated"].astype(int)
     board = board.sort_values(["task", "final_mean"], ascending=[True, False],
                               na_position="last", kind="stable")
@@ -154,7 +166,8 @@ def level_frame(summaries: Iterable[RunSummary]) -> pd.DataFrame:
         low, high = stratified_bootstrap_ci([g["improvement"].to_numpy(dtype=float)
                                              for _, g in tasks])
         rows.append({"level": level, "agent": agent, "driver": driver,
-                     "n_tasks": tasks.ngroups, "n_runs": len(part),
+                     "n_tasks": tasks.ngroups, "n_runs": int(part["scored"].sum()),
+                     "infra_failed": int(part["infra"].sum()),
                      "final_mean": tasks["final"].mean().mean(),
                      "improvement_mean": tasks["improvement"].mean().mean(),
                      "ci_low": low, "ci_high": high, "cost_usd": part["cost"].mean(),
@@ -201,7 +214,8 @@ def _text(column: str, value: Any) -> str:
 
 
 def _md_table(frame: pd.DataFrame, columns: list[str]) -> list[str]:
-    numeric = set(SCORE_COLUMNS) | {"n_seeds", "n_tasks", "n_runs", "cost_usd", "contaminated"}
+    numeric = set(SCORE_COLUMNS) | {"n_seeds", "n_tasks", "n_runs", "cost_usd", "contaminated",
+                                    "infra_failed"}
     lines = ["| " + " | ".join(columns) + " |",
              "|" + "|".join("---:" if c in numeric else "---" for c in columns) + "|"]
     for row in frame.to_dict("records"):
@@ -214,7 +228,8 @@ def to_markdown(board: pd.DataFrame, levels: pd.DataFrame | None = None) -> str:
     blanks as '–')."""
     lines = ["# Leaderboard", "",
              "Test score of each run's selected submission (0-100), mean over seeds with a 95 % "
-             "bootstrap interval (ci_low, ci_high).", "", *_md_table(board, COLUMNS)]
+             "bootstrap interval (ci_low, ci_high). Runs the harness failed (infra_failed) are "
+             "counted, not scored.", "", *_md_table(board, COLUMNS)]
     if board.empty:
         lines += ["", "No summarized runs yet."]
     if levels is not None and not levels.empty:

@@ -155,8 +155,8 @@ def _workspace_sources(workspace: Path) -> list[tuple[str, str]]:
     if not workspace.is_dir():
         return []
     files, _ = select_files(workspace)
-    return [(rel, path.read_text(errors="replace")) for rel, path in files
-            if rel.endswith(CODE_SUFFIXES) and not path.is_symlink()]
+    return [(p.rel, p.data.decode(errors="replace")) for p in files
+            if p.rel.endswith(CODE_SUFFIXES) and not p.is_link]
 
 
 def _code_sources(repo: Path, commit: str | None, cache: dict) -> list[tuple[str, str]]:

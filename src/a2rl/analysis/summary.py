@@ -135,8 +135,10 @@ def summarize(cfg: RunConfig, layout: Layout,
     if final_score is not None and baseline is not None:
         improvement = final_score - baseline
 
+    # llm_call events are counted in ``llm`` and shown in the report's transcript viewer
     timeline = [{"time": e.get("time"), "elapsed_s": e.get("elapsed_s"), "kind": e.get("kind"),
-                 **{k: v for k, v in e.items() if k not in EVENT_COLUMNS}} for e in events]
+                 **{k: v for k, v in e.items() if k not in EVENT_COLUMNS}} for e in events
+                if e.get("kind") != "llm_call"]
     time_limit = run.time_limit_s if run else cfg.budget.time_limit_s
     agent_seconds = number(run.agent_seconds) if run else None
 

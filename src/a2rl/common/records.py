@@ -122,6 +122,8 @@ def _nested(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------ ledger
 
+GradingFailure = Literal["judge_failed", "eval_timeout"]
+
 
 @dataclass(frozen=True, kw_only=True, config=STRICT)
 class LedgerEntry(Codec):
@@ -153,9 +155,10 @@ class LedgerEntry(Codec):
     code_commit: str | None = recorded(written_if="valid", default=None)  # agent code at submit
     # what grading cost outside the model (a judge's calls, tokens, USD), never the agent's
     grading_usage: dict[str, Any] | None = recorded(written_if="grading_usage", default=None)
-    # judge_failed: grading failed for a reason outside the submission (a judge outage); an
-    # infrastructure failure, not the agent's, and the submission is not used up
-    status: Literal["judge_failed"] | None = recorded(written_if="status", default=None)
+    # grading failed for a reason outside the submission, an infrastructure failure, not the
+    # agent's, and the submission is not used up: judge_failed (a judge outage) or
+    # eval_timeout (the evaluation ran past the budget's eval_timeout_s and was abandoned)
+    status: GradingFailure | None = recorded(written_if="status", default=None)
 
     def __post_init__(self) -> None:
         if self.valid and (self.score is None or self.artifact_hash is None):
@@ -166,8 +169,8 @@ class LedgerEntry(Codec):
             scored = [f.name for f in fields(self)
                       if f.metadata["written_if"] in ("valid", "grading_usage")
                       and getattr(self, f.name) is not None]
-            if self.artifact_hash is not None and self.status != "judge_failed":
-                scored.append("artifact_hash (only a judge_failed one has)")
+            if self.artifact_hash is not None and self.status is None:
+                scored.append("artifact_hash (only a judge_failed or eval_timeout one has)")
             if scored:
                 raise ValueError(f"a rejected submission has no {', '.join(scored)}")
 
@@ -185,7 +188,11 @@ def read_ledger(path: Path) -> list[LedgerEntry]:
 
 # --------------------------------------------------------------------------- run and final
 
-RunStatus = Literal["completed", "budget_exhausted", "agent_failed", "llm_budget_exhausted"]
+RunStatus = Literal["completed", "budget_exhausted", "agent_failed", "llm_budget_exhausted",
+                    "infra_failed"]
+# why a run is infra_failed: the harness failed, not the agent (RunRecord.reason starts with one)
+INFRA_REASONS = ("missing_key", "agent_not_installed", "provider_outage", "grader_crash",
+                 "harness_oom", "harness_error")
 
 
 @dataclass(frozen=True, kw_only=True, config=STRICT)
@@ -227,6 +234,16 @@ class RunRecord(CellRecord):
     llm: dict[str, Any] | None = recorded(written_if="driver_model", default=None)  # llm_totals
     # what grading cost (a judge's calls; a2rl.pipeline.runner.grading_totals), apart from llm
     grading_usage: dict[str, Any] | None = recorded(written_if="grading_usage", default=None)
+    # infra_failed: "<one of INFRA_REASONS>: <what happened>" (a2rl.pipeline.runner)
+    reason: str | None = recorded(written_if="reason", default=None)
+
+    def __post_init__(self) -> None:
+        if self.status == "infra_failed":
+            if not self.reason or self.reason.split(":")[0] not in INFRA_REASONS:
+                raise ValueError(f"an infra_failed run needs a reason starting with one of "
+                                 f"{INFRA_REASONS}; got {self.reason!r}")
+        elif self.reason is not None:
+            raise ValueError(f"only an infra_failed run has a reason (status {self.status})")
 
 
 @dataclass(frozen=True, kw_only=True, config=STRICT)
@@ -282,7 +299,7 @@ class SubmissionItem(Codec):
     artifact_bytes: int | None
     equals_base: bool | None
     code_commit: str | None
-    status: str | None  # judge_failed: grading's failure, not the agent's
+    status: str | None  # judge_failed, eval_timeout: grading's failure, not the agent's
     parent: str | None  # "base", "submission-<id>" or None (a2rl.grading.recording)
     methods: list[str]
 

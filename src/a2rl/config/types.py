@@ -16,8 +16,11 @@ from omegaconf import OmegaConf
 
 from a2rl.common.hardware import PRECISIONS
 from a2rl.config.checks import ConfigError, require
+from a2rl.config.cluster import ClusterConfig, ResourcesConfig
 
-__all__ = ["ConfigError"]  # raised by every check here; importable from this module as before
+# ConfigError is raised by every check here, importable from this module as before; the cluster
+# dataclasses are part of RunConfig
+__all__ = ["ClusterConfig", "ConfigError", "ResourcesConfig"]
 
 FEEDBACK_MODES = ("test", "validation")
 LEVELS = ("L1", "L2", "L3")
@@ -96,7 +99,8 @@ class TaskConfig:
     """A benchmark task. ``package`` picks the implementation (tasks/<package>/); ``id`` names
     this configuration of it (conf/task/<id>.yaml) in paths and leaderboards, so variants of one
     implementation (the paper's GSM8K and a small offline one; ALFWorld's games and the
-    generated household games) never share results."""
+    generated household games) never share results. ``resources`` and ``eval_s`` size the jobs
+    that grade it (a2rl.pipeline.resources)."""
 
     id: str = field(default="gsm8k", metadata={
         "help": "This configuration of the task; names its results (results/prepared/<id>/, "
@@ -119,9 +123,17 @@ class TaskConfig:
     params: dict[str, Any] = field(default_factory=dict, metadata={
         "help": "The task's own options, checked by the task's params dataclass "
                 "(tasks/<package>/params.py)."})
+    resources: ResourcesConfig = field(default_factory=ResourcesConfig, metadata={
+        "help": "What grading the task needs on a cluster (the measure_baseline and "
+                "final_grade jobs)."})
+    eval_s: float = field(default=1800.0, metadata={
+        "help": "Upper bound in seconds of one evaluation of a split on those resources; the "
+                "time limits of the grading jobs and of run_agent (an evaluation in flight at "
+                "the deadline finishes) are derived from it."})
 
     def __post_init__(self) -> None:
         require_folder_name(self.id, "task.id")
+        require(self.eval_s > 0, f"task.eval_s={self.eval_s}; expected > 0")
         require(bool(PACKAGE_NAME.fullmatch(self.package)),
                 f"task.package={self.package!r}; expected a Python package name (tasks/<package>/)")
         require(self.level in LEVELS, f"task.level={self.level!r}; expected one of {LEVELS}")
@@ -171,6 +183,8 @@ class AgentConfig:
                 "resources/tools/<stack>/<version>/ by scripts/install_agents.py."})
     args: list[str] = field(default_factory=list, metadata={
         "help": "Extra command-line arguments appended to the stack's CLI."})
+    resources: ResourcesConfig = field(default_factory=ResourcesConfig, metadata={
+        "help": "What the agent's job (run_agent) asks a cluster for."})
 
     def __post_init__(self) -> None:
         require_folder_name(self.name, "agent.name")
@@ -260,6 +274,19 @@ class BudgetConfig:
                 "null for no limit."})
     llm_max_usd: Optional[float] = field(default=None, metadata={
         "help": "Driver LLM spend in USD, enforced like llm_max_tokens. null for no limit."})
+    eval_timeout_s: Optional[float] = field(default=3600.0, metadata={
+        "help": "Seconds one evaluation of a submission may take; past it the grader abandons "
+                "it and records eval_timeout (not the agent's fault, not counted). null for "
+                "no limit."})
+    max_store_gb: Optional[float] = field(default=200.0, metadata={
+        "help": "GiB all stored copies of submitted artifacts may take together (the grader's "
+                "store/); past it submissions are refused. null for no quota."})
+    max_invalid_submissions: int = field(default=100, metadata={
+        "help": "Invalid submissions recorded in the ledger; further ones are refused and "
+                "only counted (no ledger line, no scores.json rewrite)."})
+    invalid_per_minute: float = field(default=30.0, metadata={
+        "help": "Invalid submissions the grader processes a minute (a burst of as many); "
+                "past it requests are refused up front with 429."})
 
     def __post_init__(self) -> None:
         require(self.time_limit_s > 0, f"budget.time_limit_s={self.time_limit_s}; expected > 0")
@@ -270,6 +297,13 @@ class BudgetConfig:
         require(self.max_submissions >= 1,
                 f"budget.max_submissions={self.max_submissions}; expected >= 1")
         require(self.kill_grace_s >= 0, f"budget.kill_grace_s={self.kill_grace_s}; expected >= 0")
+        for key in ("eval_timeout_s", "max_store_gb"):
+            value = getattr(self, key)
+            require(value is None or value > 0, f"budget.{key}={value}; expected > 0 or null")
+        require(self.max_invalid_submissions >= 1,
+                f"budget.max_invalid_submissions={self.max_invalid_submissions}; expected >= 1")
+        require(self.invalid_per_minute > 0,
+                f"budget.invalid_per_minute={self.invalid_per_minute}; expected > 0")
 
 
 @dataclass
@@ -336,6 +370,9 @@ class RunConfig:
         "help": "Which cells a Snakemake or DVC run covers (conf/grid/<name>.yaml)."})
     paths: PathsConfig = field(default_factory=PathsConfig, metadata={
         "help": "Every path the harness reads or writes (conf/paths/default.yaml)."})
+    cluster: ClusterConfig = field(default_factory=ClusterConfig, metadata={
+        "help": "Where the grid's jobs run, for Snakemake's executor plugins "
+                "(conf/cluster/<name>.yaml); the profile in profiles/ chooses the executor."})
     seed: int = field(default=0, metadata={
         "help": "The cell's seed (the agent's and the harness's randomness)."})
     sandbox: str = field(default="bwrap", metadata={

@@ -1,23 +1,18 @@
 """The grading API: the agent's only door to scores.
 
 ``GradingService`` holds the logic (validate, copy, hash, evaluate, record) and is usable without
-HTTP; ``create_app`` wraps it in FastAPI with a bearer token; ``GradingServer`` serves the app on a
-unix socket (reachable from a sandbox without network) and on 127.0.0.1:<free port>.
+HTTP; ``a2rl.grading.server`` serves it (``create_app``, ``GradingServer``, imported from here
+too). What it refuses and its limits: docs/grading.md.
 """
 
 from __future__ import annotations
 
-import hmac
-import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from fastapi import FastAPI, Request
-from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
-
+from a2rl.common.beneath import Limits
 from a2rl.common.clock import BudgetClock
 from a2rl.common.events import EventLog
 from a2rl.common.files import write_json_atomic
@@ -28,23 +23,34 @@ from a2rl.grading.artifacts import (
     WorkspaceResolver,
     artifact_bytes,
     copy_artifact,
+    remove_stored,
     resolve_submission,
     score_artifact,
+    store_bytes,
 )
 from a2rl.grading.ledger import Ledger
+from a2rl.grading.limits import (
+    EvaluationTimedOut,
+    InvalidLimiter,
+    clipped,
+    printable,
+    scrub,
+)
 from a2rl.grading.recording import CodeRecorder
-from a2rl.llm.loopback import LoopbackServer, Served
+from a2rl.grading.server import GradingServer, create_app  # noqa: F401 (callers' import)
 from a2rl.models.submission import InvalidSubmission
 from a2rl.task.base import GradingUnavailable
 
 
 class GradingFailed(RuntimeError):
-    """The evaluator raised GradingUnavailable (e.g. the judge is down): recorded as
-    ``judge_failed``, with the hash of the stored artifact it could not grade."""
+    """Grading failed for a reason outside the submission: the evaluator raised
+    GradingUnavailable (e.g. the judge is down; ``status`` judge_failed) or ran past its
+    deadline (eval_timeout); recorded with the hash of the stored artifact it could not grade."""
 
-    def __init__(self, message: str, artifact_hash: str):
+    def __init__(self, message: str, artifact_hash: str, status: str = "judge_failed"):
         super().__init__(message)
         self.artifact_hash = artifact_hash
+        self.status = status
 
 
 @dataclass
@@ -68,6 +74,14 @@ class GraderSettings:
     # per-item results of every evaluated submission (outside the workspace: they name the
     # sealed items), so submissions can be compared item by item after the run
     evals: Optional[Path] = None
+    # what one submission may cost the grader (docs/grading.md, "Limits")
+    max_artifact_entries: int = 100_000  # files and folders in one submitted folder
+    copy_timeout_s: float = 900.0  # copying one submitted folder into the store
+    eval_timeout_s: Optional[float] = None  # one evaluation; None: no limit
+    max_store_bytes: Optional[int] = None  # every stored artifact together; None: no quota
+    max_invalid_submissions: int = 100  # recorded in the ledger; further ones only counted
+    invalid_per_minute: float = 30.0  # invalid submissions processed a minute (a burst as many)
+    max_model_path_chars: int = 4096
 
 
 class GradingService:
@@ -87,7 +101,17 @@ class GradingService:
         self.mirror = settings.mirror
         self.recorder = recorder  # snapshots the agent's code at each accepted submission
         self.evals = Path(settings.evals) if settings.evals is not None else None
-        self._turn = threading.Lock()
+        self._turn = threading.Lock()  # one grading at a time
+        self._refusals = threading.Lock()  # the limiter's count and the refused entries
+        self.limiter = InvalidLimiter(
+            settings.max_invalid_submissions, settings.invalid_per_minute,
+            recorded=sum(1 for e in ledger.entries if not e.valid and e.status is None))
+        # host paths an error message could quote (a library naming a file it failed on)
+        self._hidden = {str(self.resolver.workspace): settings.alias,
+                        str(Path(settings.workspace)): settings.alias,
+                        str(self.store.resolve()): "<store>", str(self.store): "<store>",
+                        str(self.base_model.resolve()): f"{settings.alias}/base_model",
+                        str(self.base_model): f"{settings.alias}/base_model"}
         if self.mirror is not None:
             self.ledger.write_mirror(self.mirror, settings.baseline)
 
@@ -101,7 +125,9 @@ class GradingService:
                 "submissions_left": self.submissions_left(),
                 "elapsed_s": round(self.clock.elapsed(), 1),
                 "time_left_s": round(self.clock.time_left(), 1),
-                "deadline": self.clock.deadline_utc()}
+                "deadline": self.clock.deadline_utc(),
+                "invalid_recorded": self.limiter.recorded,
+                "invalid_refused_unrecorded": self.limiter.unrecorded}
 
     def submissions_left(self) -> int:
         return max(0, self.settings.max_submissions - self.ledger.evaluated_count())
@@ -109,15 +135,21 @@ class GradingService:
     def submit(self, model_path: object) -> tuple[int, dict[str, Any]]:
         """Grade one submission; returns (HTTP status, body). Never raises for bad input."""
         with self._turn:
+            wait = self.limiter.wait_s()
+            if wait > 0:  # refused before any reading: a flood costs the grader nothing
+                return 429, self._reject(model_path, (
+                    f"too many invalid submissions (at most {self.settings.invalid_per_minute:g}"
+                    f" a minute); retry in {wait:.0f} s"), 429, spend=False)
             try:
                 return 200, self._grade(model_path)
             except InvalidSubmission as err:
                 status = getattr(err, "status", 422)
                 return status, self._reject(model_path, str(err), status)
             except GradingFailed as err:
-                return 503, self._reject(model_path, f"grading failed (not your submission's "
-                                                     f"fault; it does not count): {err}", 503,
-                                         judge_failed=err.artifact_hash)
+                code = 504 if err.status == "eval_timeout" else 503
+                return code, self._reject(model_path, f"grading failed (not your submission's "
+                                                      f"fault; it does not count): {err}", code,
+                                          failed=(err.status, err.artifact_hash))
             except Exception as err:  # a harness fault must not take the server down
                 return 500, self._reject(model_path, f"internal grader error: "
                                                      f"{type(err).__name__}: {err}", 500)
@@ -129,9 +161,11 @@ class GradingService:
         if self.submissions_left() <= 0:
             raise SubmissionRejected(
                 f"no submissions left (the budget allows {self.settings.max_submissions})", 429)
+        if isinstance(model_path, str) and len(model_path) > self.settings.max_model_path_chars:
+            raise SubmissionRejected(f"model_path is {len(model_path)} characters long; the "
+                                     f"limit is {self.settings.max_model_path_chars}", 413)
         src = resolve_submission(self.resolver, model_path)
-        digest, artifact = copy_artifact(self.resolver, src, self.store,
-                                         self.settings.max_artifact_bytes)
+        digest, artifact = copy_artifact(self.resolver, src, self.store, self._copy_limits())
         extra = self._snapshot(model_path, artifact)
         earlier = self.ledger.find_hash(digest)
         if earlier is not None:
@@ -142,9 +176,16 @@ class GradingService:
                                 extra=extra)
         try:
             result, seconds = score_artifact(artifact, self.base_model, self.evaluate,
-                                             self.clock)
+                                             self.clock, self.settings.eval_timeout_s)
         except GradingUnavailable as err:
             raise GradingFailed(str(err), digest) from err
+        except EvaluationTimedOut as err:
+            self.events.emit("error", message=f"evaluation of {digest[:12]} timed out; its "
+                                              f"thread {'stopped' if err.stopped else 'runs on'}")
+            raise GradingFailed(str(err), digest, "eval_timeout") from err
+        except InvalidSubmission:
+            remove_stored(self.store, digest)  # rejected: nothing will read it again
+            raise
         scored = {"score": round(result.score, 4), "stderr": round(result.stderr, 4),
                   "n": result.n, "eval_seconds": round(seconds, 3)}
         usage = getattr(result, "usage", None)
@@ -153,6 +194,19 @@ class GradingService:
         answer = self._record(model_path, digest, scored, cached=False, extra=extra)
         self._keep_details(answer["submission_id"], digest, result)
         return answer
+
+    def _copy_limits(self) -> Limits:
+        """The copy's limits: the artifact's own, within what the store quota leaves."""
+        cap = self.settings.max_artifact_bytes
+        if self.settings.max_store_bytes is not None:
+            left = self.settings.max_store_bytes - store_bytes(self.store)
+            if left <= 0:
+                raise SubmissionRejected(
+                    f"the artifact store is full (quota {self.settings.max_store_bytes} bytes); "
+                    "no further artifacts can be stored in this run", 507)
+            cap = min(cap, left)
+        return Limits(max_bytes=cap, max_entries=self.settings.max_artifact_entries,
+                      seconds=self.settings.copy_timeout_s)
 
     def _keep_details(self, submission_id: int, digest: str, result: Any) -> None:
         """Write ``evals/<submission_id>.json`` (per-item scores, breakdown, records); a
@@ -208,23 +262,45 @@ class GradingService:
         return entry.shown_in(ANSWER) | {"submissions_left": self.submissions_left(),
                                          "time_left_s": round(self.clock.time_left(), 1)}
 
+    def refuse(self, model_path: object, message: str, status: int) -> dict[str, Any]:
+        """Record a request refused before grading (a bad body, a wrong token)."""
+        return self._reject(model_path, message, status)
+
     def _reject(self, model_path: object, message: str, status: int,
-                judge_failed: Optional[str] = None) -> dict[str, Any]:
-        """Record an unscored submission. ``judge_failed`` (the artifact's hash) marks a
-        grading infrastructure failure (like every invalid entry, it does not use up a
-        submission)."""
-        shown = model_path if isinstance(model_path, (str, int, float, type(None))) \
-            else repr(model_path)[:200]
-        failure = {"status": "judge_failed", "artifact_hash": judge_failed} if judge_failed \
-            else {}
-        entry = self.ledger.append(model_path=shown, valid=False, error=message,
+                failed: Optional[tuple[str, str]] = None, spend: bool = True
+                ) -> dict[str, Any]:
+        """Record an unscored submission. ``failed`` (status, artifact hash) marks a grading
+        infrastructure failure (judge_failed, eval_timeout); like every invalid entry it does
+        not use up a submission. The agent's invalid ones are counted by the limiter: past
+        its count they are answered but not written (no ledger line, no mirror rewrite)."""
+        with self._refusals:
+            return self._refused(model_path, printable(scrub(message, self._hidden)), status,
+                                 failed, spend)
+
+    def _refused(self, model_path: object, message: str, status: int,
+                 failed: Optional[tuple[str, str]], spend: bool) -> dict[str, Any]:
+        answer = {"error": message, "submissions_left": self.submissions_left(),
+                  "time_left_s": round(self.clock.time_left(), 1)}
+        if failed is None:
+            if spend:
+                self.limiter.spend()
+            if self.limiter.full():
+                self.limiter.unrecorded += 1
+                if self.limiter.unrecorded & (self.limiter.unrecorded - 1) == 0:  # 1, 2, 4...
+                    self.events.emit("grader_throttled", unrecorded=self.limiter.unrecorded)
+                return answer | {"submission_id": None, "recorded": False}
+            self.limiter.recorded += 1
+            if self.limiter.full():
+                message += (f" [the run's limit of {self.limiter.max_recorded} recorded invalid "
+                            "submissions is reached: further ones are refused unrecorded]")
+                answer["error"] = message
+        extra = {"status": failed[0], "artifact_hash": failed[1]} if failed else {}
+        entry = self.ledger.append(model_path=clipped(model_path), valid=False, error=message,
                                    status_code=status, elapsed_s=round(self.clock.elapsed(), 3),
-                                   **failure)
+                                   **extra)
         self._after(entry)
-        return {"error": message, "submission_id": entry.submission_id,
-                "submissions_left": self.submissions_left(),
-                "time_left_s": round(self.clock.time_left(), 1)} | (
-                    {"status": entry.status} if entry.status else {})
+        return answer | {"submission_id": entry.submission_id} | (
+            {"status": entry.status} if entry.status else {})
 
     def _after(self, entry: LedgerEntry) -> None:
         if self.mirror is not None:
@@ -237,75 +313,3 @@ class GradingService:
         """Block until no evaluation is in progress."""
         with self._turn:
             pass
-
-
-def create_app(service: GradingService, token: str) -> FastAPI:
-    app = FastAPI(title="a2rl grader", docs_url=None, redoc_url=None, openapi_url=None)
-
-    def authorized(request: Request) -> bool:
-        header = request.headers.get("authorization", "")
-        return hmac.compare_digest(header.encode(), f"Bearer {token}".encode())
-
-    def denied(request: Request) -> JSONResponse:
-        # recorded for the tamper log (a2rl.analysis.integrity)
-        service.events.emit("grader_denied", method=request.method, path=request.url.path)
-        return JSONResponse({"error": "missing or wrong bearer token (use $A2RL_TOKEN)"}, 401)
-
-    @app.get("/health")
-    def health() -> dict[str, str]:
-        return {"status": "ok"}
-
-    @app.get("/status")
-    def status(request: Request):
-        return service.status() if authorized(request) else denied(request)
-
-    @app.post("/submit")
-    async def submit(request: Request):
-        if not authorized(request):
-            return denied(request)
-        body = await request.body()
-        try:
-            payload = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            payload = None
-        if not isinstance(payload, dict) or "model_path" not in payload:
-            message = 'the body must be JSON like {"model_path": "output/ckpt-1"}'
-            answer = await run_in_threadpool(service._reject, body[:200].decode(errors="replace"),
-                                             message, 400)
-            return JSONResponse(answer, 400)
-        code, answer = await run_in_threadpool(service.submit, payload["model_path"])
-        return JSONResponse(answer, code)
-
-    return app
-
-
-class GradingServer(Served):
-    """Serves a GradingService on a unix socket (``url``, for the sandbox) and on 127.0.0.1
-    (``http_url``) from a thread."""
-
-    def __init__(self, service: GradingService, token: str, socket_path: Path):
-        self.service = service
-        self.token = token
-        self.socket_path = Path(socket_path)
-        self._server = LoopbackServer(create_app(service, token), "a2rl-grader", self.socket_path)
-
-    @property
-    def url(self) -> str:
-        return f"unix:{self.socket_path}"
-
-    @property
-    def http_url(self) -> str:
-        return self._server.url
-
-    @property
-    def port(self) -> Optional[int]:
-        return self._server.port
-
-    def start(self) -> "GradingServer":
-        self._server.start()
-        self.service.events.emit("grader_start", socket=str(self.socket_path), port=self.port)
-        return self
-
-    def stop(self) -> None:
-        if self._server.stop():
-            self.service.events.emit("grader_stop")

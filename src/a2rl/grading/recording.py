@@ -12,8 +12,13 @@ after the agent exits and tags that ``final``. What changed between two submissi
     git --git-dir results/runs/<task>/<agent>/<driver>/seed<k>/code.git \
         diff submission-1 submission-2
 
-Commits are built with git's plumbing (hash-object, update-index on a private index, write-tree,
-commit-tree), so the workspace is only read, never touched, and the author is fixed.
+The workspace is the agent's: it is only read, through ``a2rl.common.beneath`` (below
+descriptors, no link followed: a link is recorded as a link; only regular files read, FIFOs and
+devices noted and left out; a snapshot capped in bytes, entries and seconds by
+``SNAPSHOT_LIMITS``). Commits are built with git's plumbing (hash-object on staged copies that
+the recorder wrote, update-index on a private index, write-tree, commit-tree), so git never
+opens a path of the workspace, names that are not UTF-8 pass as bytes, and the author is
+fixed.
 ``tags``, ``commits``, ``read_files`` and ``diff`` read the repository back.
 
 Model lineage, the transcript and the export of the selected model are
@@ -27,11 +32,18 @@ import stat
 import subprocess
 import tempfile
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from a2rl.common.beneath import Limits, Refused, TreeReader, kind_of, read_link, shown
+
 MAX_FILE_BYTES = 1_000_000
+# one snapshot reads at most this much of the workspace (then it records what it read, noted)
+SNAPSHOT_LIMITS = Limits(max_bytes=64 * 2**20, max_file_bytes=MAX_FILE_BYTES, max_entries=50_000,
+                         max_depth=32, seconds=120.0)
+MAX_SKIPPED = 200  # entries of a snapshot's list of left-out files
+LINK_MODE = "120000"
 # top-level workspace entries the harness provides (not the agent's work)
 HARNESS_ENTRIES = frozenset({"data", "base_model", "description.md", "scores.json"})
 # folders never worth recording, wherever they are
@@ -93,51 +105,107 @@ class Snapshot:
                 "bytes": self.bytes, "changed": self.changed, "skipped": self.skipped}
 
 
-def select_files(workspace: Path, max_bytes: int = MAX_FILE_BYTES
-                 ) -> tuple[list[tuple[str, Path]], list[dict[str, Any]]]:
-    """(relative posix path, host path) of each file a snapshot records, and the files left out
-    for size or kind (outside output/; its checkpoints are expected)."""
-    workspace = Path(workspace)
-    chosen: list[tuple[str, Path]] = []
-    skipped: list[dict[str, Any]] = []
-    for dirpath, dirnames, filenames in os.walk(workspace, followlinks=False):
-        here = Path(dirpath)
-        rel_dir = here.relative_to(workspace)
-        top = rel_dir.parts[0] if rel_dir.parts else None
-        if top is None:
-            dirnames[:] = [d for d in dirnames if d not in HARNESS_ENTRIES]
-            filenames = [f for f in filenames if f not in HARNESS_ENTRIES]
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
-        # links to folders are recorded as links (os.walk lists them among dirnames)
-        links = [d for d in dirnames if (here / d).is_symlink()]
-        dirnames[:] = [d for d in dirnames if d not in links]
-        for name in sorted([*filenames, *links]):
-            path = here / name
-            rel = (rel_dir / name).as_posix()
-            if "\n" in rel or "\x00" in rel:
-                continue
-            in_output = (top or name) == "output"
+@dataclass(frozen=True)
+class Picked:
+    """A file a snapshot records: its workspace-relative path (bytes that are not UTF-8 kept
+    as surrogate escapes), git mode, and content (a link's target for mode LINK_MODE), read
+    through ``a2rl.common.beneath``: never by following a link, never from a special file."""
+
+    rel: str
+    mode: str
+    data: bytes
+
+    @property
+    def is_link(self) -> bool:
+        return self.mode == LINK_MODE
+
+
+def select_files(workspace: Path, max_bytes: int = MAX_FILE_BYTES,
+                 limits: Limits = SNAPSHOT_LIMITS) -> tuple[list[Picked], list[dict[str, Any]]]:
+    """Each file a snapshot records, read now, and the files left out for size or kind
+    (outside output/; its checkpoints are expected) or because the walk reached ``limits``
+    (then what was read so far is kept)."""
+    walk = _Walk(max_bytes, TreeReader(replace(limits, max_file_bytes=max_bytes)))
+    root = os.open(Path(workspace), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        walk.folder(root, "", 0)
+    finally:
+        os.close(root)
+    if walk.dropped:
+        walk.skipped.append({"path": ".", "bytes": 0,
+                             "reason": f"{walk.dropped} more left out (list cut)"})
+    return walk.picked, walk.skipped
+
+
+class _Walk:
+    """select_files' walk: folder by folder below descriptors, reading what it picks."""
+
+    def __init__(self, max_bytes: int, reader: TreeReader):
+        self.max_bytes, self.reader = max_bytes, reader
+        self.picked: list[Picked] = []
+        self.skipped: list[dict[str, Any]] = []
+        self.dropped = 0
+
+    def skip(self, rel: str, size: int, reason: str) -> None:
+        if len(self.skipped) < MAX_SKIPPED:
+            self.skipped.append({"path": shown(rel), "bytes": size, "reason": reason})
+        else:
+            self.dropped += 1
+
+    def folder(self, fd: int, rel_dir: str, depth: int) -> None:
+        top = rel_dir.split("/", 1)[0] or None
+        try:
+            for name, info in self.reader.listing(fd, rel_dir or ".", depth):
+                if (top is None and name in HARNESS_ENTRIES) or "\n" in name:
+                    continue
+                rel = f"{rel_dir}/{name}" if rel_dir else name
+                self.entry(fd, name, rel, info, (top or name) == "output", depth)
+        except Refused as err:  # the walk's own limits: keep what was read so far
+            self.skip(rel_dir or ".", 0, str(err))
+
+    def entry(self, fd: int, name: str, rel: str, info: os.stat_result, in_output: bool,
+              depth: int) -> None:
+        mode = info.st_mode
+        if stat.S_ISLNK(mode):  # recorded as a link: its target's text, never followed
             try:
-                info = path.lstat()
-            except OSError:
-                continue
-            if stat.S_ISLNK(info.st_mode):
-                chosen.append((rel, path))
-                continue
-            if not stat.S_ISREG(info.st_mode):
-                continue
-            suffix = path.suffix.lower()
-            if in_output and suffix not in CODE_SUFFIXES:
-                continue
-            reason = ("data or weights" if suffix in DATA_SUFFIXES else
-                      f"larger than {max_bytes} bytes" if info.st_size > max_bytes else
-                      "unreadable" if not os.access(path, os.R_OK) else None)
-            if reason:
-                if not in_output:
-                    skipped.append({"path": rel, "bytes": info.st_size, "reason": reason})
-                continue
-            chosen.append((rel, path))
-    return chosen, skipped
+                self.picked.append(Picked(rel, LINK_MODE, os.fsencode(read_link(fd, name, rel))))
+            except Refused as err:
+                self.skip(rel, 0, str(err))
+            return
+        if stat.S_ISDIR(mode):
+            if name not in SKIP_DIRS:
+                self.open_and(fd, name, rel, mode, lambda child, _: self.folder(
+                    child, rel, depth + 1))
+            return
+        suffix = os.path.splitext(name)[1].lower()
+        if in_output and (suffix not in CODE_SUFFIXES or not stat.S_ISREG(mode)):
+            return
+        reason = (f"a {kind_of(mode)}" if not stat.S_ISREG(mode) else
+                  "data or weights" if suffix in DATA_SUFFIXES else
+                  f"larger than {self.max_bytes} bytes" if info.st_size > self.max_bytes else
+                  None)
+        if reason:
+            self.skip(rel, info.st_size, reason)
+            return
+        self.open_and(fd, name, rel, mode, lambda child, opened: self.picked.append(Picked(
+            rel, "100755" if opened.st_mode & 0o111 else "100644",
+            self.reader.read(child, opened, rel))))
+
+    def open_and(self, fd: int, name: str, rel: str, mode: int, use) -> None:
+        """Open ``name`` (no link followed, no blocking) and hand it to ``use``; a refusal
+        (swapped for a link, unreadable, over a limit) leaves the entry out, noted."""
+        try:
+            child, opened = self.reader.open_entry(fd, name, rel, mode)
+        except Refused as err:
+            self.skip(rel, 0, "unreadable" if err.status == 403 and "permission" in str(err)
+                      else str(err))
+            return
+        try:
+            use(child, opened)
+        except Refused as err:
+            self.skip(rel, 0, str(err))
+        finally:
+            os.close(child)
 
 
 class CodeRecorder:
@@ -176,8 +244,8 @@ class CodeRecorder:
             files, skipped = select_files(self.workspace, self.max_file_bytes)
             with tempfile.TemporaryDirectory(prefix="index-", dir=self.repo) as tmp:
                 env = _git_env(self.repo, GIT_INDEX_FILE=str(Path(tmp) / "index"))
-                entries, total = self._blobs(files, env)
-                records = b"".join(f"{mode} {sha}\t{rel}".encode() + b"\0"
+                entries, total = self._blobs(files, Path(tmp), env)
+                records = b"".join(f"{mode} {sha}\t".encode() + os.fsencode(rel) + b"\0"
                                    for rel, mode, sha in entries)
                 git(self.repo, "update-index", "-z", "--index-info", input=records, env=env)
                 tree = git(self.repo, "write-tree", env=env).strip()
@@ -199,42 +267,26 @@ class CodeRecorder:
     def _tag(self, commit: str, name: str) -> None:
         git(self.repo, "update-ref", f"refs/tags/{name}", commit)
 
-    def _blobs(self, files: list[tuple[str, Path]], env: dict[str, str]
+    def _blobs(self, files: list[Picked], staging: Path, env: dict[str, str]
                ) -> tuple[list[tuple[str, str, str]], int]:
-        """(path, mode, blob sha) of each file written to the object store, and their bytes."""
-        regular = [(rel, p) for rel, p in files if not p.is_symlink()]
-        entries: list[tuple[str, str, str]] = []
-        total = 0
-        shas: list[str] = []
-        if regular:
-            listing = "".join(f"{p}\n" for _, p in regular).encode()
-            out = subprocess.run(["git", "hash-object", "-w", "--no-filters", "--stdin-paths"],
-                                 input=listing, capture_output=True, env=env, check=False)
-            if out.returncode == 0:
-                shas = out.stdout.decode().split()
-            else:  # a file vanished or became unreadable meanwhile: one by one, skipping it
-                shas = [self._hash_one(p, env) for _, p in regular]
-        for (rel, path), sha in zip(regular, shas):
-            if not sha:
-                continue
-            try:
-                info = path.stat()
-            except OSError:
-                continue
-            total += info.st_size
-            entries.append((rel, "100755" if info.st_mode & 0o111 else "100644", sha))
-        for rel, path in files:
-            if path.is_symlink():
-                target = os.readlink(path).encode()
-                sha = git(self.repo, "hash-object", "-w", "--stdin", input=target,
-                          env=env).strip()
-                entries.append((rel, "120000", sha))
-        return sorted(entries), total
-
-    def _hash_one(self, path: Path, env: dict[str, str]) -> str:
-        out = subprocess.run(["git", "hash-object", "-w", "--no-filters", str(path)],
-                             capture_output=True, env=env, check=False)
-        return out.stdout.decode().strip() if out.returncode == 0 else ""
+        """(path, mode, blob sha) of each picked file written to the object store, and their
+        bytes. The contents are staged under numbered names (git reads only files the
+        recorder wrote itself; a name git could not take never reaches it)."""
+        if not files:
+            return [], 0
+        blobs = staging / "blobs"
+        blobs.mkdir()
+        for i, picked in enumerate(files):
+            (blobs / str(i)).write_bytes(picked.data)
+        listing = "".join(f"{blobs / str(i)}\n" for i in range(len(files))).encode()
+        out = subprocess.run(["git", "hash-object", "-w", "--no-filters", "--stdin-paths"],
+                             input=listing, capture_output=True, env=env, check=False)
+        if out.returncode != 0:
+            raise RecordingError(f"git hash-object failed ({out.returncode}): "
+                                 f"{out.stderr.decode(errors='replace')}")
+        shas = out.stdout.decode().split()
+        entries = sorted((p.rel, p.mode, sha) for p, sha in zip(files, shas))
+        return entries, sum(len(p.data) for p in files if not p.is_link)
 
 
 # ------------------------------------------------------------------------------ reading back

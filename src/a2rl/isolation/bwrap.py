@@ -17,11 +17,11 @@ from pathlib import Path
 
 # /bin, /lib, ... as the host has them: links into /usr on merged-/usr systems, folders elsewhere
 ROOT_LINKS = ["/bin", "/lib", "/lib64", "/sbin", "/lib32", "/libx32"]
-# what an agent's programs need of /etc besides /usr: certificates, name resolution, users, git
-# and pip configuration
+# what an agent's programs need of /etc besides /usr: certificates, name resolution, git and pip
+# configuration (its passwd and group are its own, written by a2rl.isolation.sandbox)
 AGENT_SYSTEM = ["/usr", "/etc/ssl", "/etc/ca-certificates", "/etc/resolv.conf", "/etc/hosts",
                 "/etc/nsswitch.conf", "/etc/localtime", "/etc/ld.so.cache", "/etc/alternatives",
-                "/etc/passwd", "/etc/group", "/etc/gitconfig", "/etc/pip.conf", "/etc/xdg/pip"]
+                "/etc/gitconfig", "/etc/pip.conf", "/etc/xdg/pip"]
 # a checked program gets the least that runs Python: no network, users or configuration
 PROGRAM_SYSTEM = ["/usr", "/etc/ld.so.cache", "/etc/localtime"]
 
@@ -29,8 +29,11 @@ PROGRAM_SYSTEM = ["/usr", "/etc/ld.so.cache", "/etc/localtime"]
 class BwrapCommand:
     """One ``bwrap`` command line; each method appends its arguments and returns the builder."""
 
-    def __init__(self, *flags: str):
+    def __init__(self, *flags: str, open_parents: bool = False):
         self.args: list[str] = ["bwrap", *flags]
+        # bwrap makes the missing parents of a mount point 0700, root's under a root caller;
+        # an agent that bwrap does not map to their owner needs them traversable
+        self.open_parents = open_parents
 
     def add(self, *args: str) -> BwrapCommand:
         self.args += args
@@ -40,10 +43,18 @@ class BwrapCommand:
         return self.add("--uid", str(uid), "--gid", str(uid))
 
     def ro_bind(self, host: str | Path, view: str | Path | None = None) -> BwrapCommand:
-        return self.add("--ro-bind", str(host), str(view if view is not None else host))
+        view = view if view is not None else host
+        return self._parents(view).add("--ro-bind", str(host), str(view))
 
     def bind(self, host: str | Path, view: str | Path) -> BwrapCommand:
-        return self.add("--bind", str(host), str(view))
+        return self._parents(view).add("--bind", str(host), str(view))
+
+    def _parents(self, view: str | Path) -> BwrapCommand:
+        """Create the folders above ``view`` 0755 (a folder that exists already is kept)."""
+        if self.open_parents:
+            for parent in reversed(Path(view).parents[:-1]):
+                self.add("--perms", "0755", "--dir", str(parent))
+        return self
 
     def system(self, paths: Iterable[str]) -> BwrapCommand:
         """The host's ``paths`` that exist, read-only, then the root links."""
@@ -76,6 +87,17 @@ class BwrapCommand:
         options that must come last, then a program that execs the rest) when there is one."""
         wrapper = list(wrapper)
         return [*self.args, "--chdir", chdir, *(wrapper or ["--"]), *argv]
+
+
+def drop_to(uid: int) -> list[str]:
+    """The ``wrapper`` of ``BwrapCommand.run`` for a root caller: bwrap keeps only the
+    capabilities that change uids and empty the bounding set, then setpriv makes the process
+    ``uid`` (and gid), with no supplementary groups, no capability in any set (bounding set
+    included) and no_new_privs, so nothing it executes (a setuid file included) gains one."""
+    return ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+            "--cap-add", "CAP_SETPCAP", "--",
+            "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+            "--bounding-set=-all", "--no-new-privs", "--"]
 
 
 def python_paths() -> list[str]:

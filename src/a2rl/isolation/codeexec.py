@@ -80,6 +80,7 @@ from pathlib import Path
 from a2rl.isolation.bwrap import (
     PROGRAM_SYSTEM,
     BwrapCommand,
+    drop_to,
     hidden_package_dirs,
     python_prefixes,
 )
@@ -291,17 +292,14 @@ class CodeRunner:
         # init would be left as a zombie for whoever reaps orphans) and its exit ends the rest
         bwrap = BwrapCommand("--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
                              "--unshare-cgroup-try", "--die-with-parent", "--new-session",
-                             "--as-pid-1")
+                             "--as-pid-1", open_parents=self.as_root)
         if not self.as_root:
             bwrap.add("--unshare-user").identity(SANDBOX_UID)
         self._mount(bwrap).environment(ENV)
         if not self.as_root:
             return bwrap.run(SANDBOX_CWD, python)
-        uid = str(THROWAWAY_UID_BASE + secrets.randbelow(THROWAWAY_UID_SPAN))
-        return bwrap.run(SANDBOX_CWD, python, wrapper=[
-            "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
-            "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
-            "--bounding-set=-all", "--no-new-privs", "--"])
+        uid = THROWAWAY_UID_BASE + secrets.randbelow(THROWAWAY_UID_SPAN)
+        return bwrap.run(SANDBOX_CWD, python, wrapper=drop_to(uid))
 
     # ---- internals ------------------------------------------------------------------------
 

@@ -12,14 +12,17 @@ import ctypes
 import os
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import BinaryIO, Callable, Optional
 
 import psutil
 
 PR_SET_CHILD_SUBREAPER = 36
+COPY_CHUNK = 65536
+DRAIN_WAIT_S = 5.0  # for the agent's last output once every process has ended
 
 
 def become_subreaper() -> bool:
@@ -50,8 +53,13 @@ def run_until(argv: list[str], env: Optional[dict[str, str]], cwd: Path, log: Pa
     warned = False
     warn_at = min(60.0, 0.1 * time_left())
     with open(log, "ab") as out:
-        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        # a pipe, not the log file: given the file, the agent could truncate or rewrite its own
+        # record through its stdout; a pipe it can only append to
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        drain = threading.Thread(target=copy_stream, args=(proc.stdout, out), daemon=True)
+        drain.start()
         killed = False
         while proc.poll() is None:
             left = time_left()
@@ -63,8 +71,23 @@ def run_until(argv: list[str], env: Optional[dict[str, str]], cwd: Path, log: Pa
                 on_warning(left)
             time.sleep(poll_s)
         survivors = end_tree(proc, grace_s, exclude=before)
+        # every writer is dead now, so the pipe ends; a descendant that escaped would keep it
+        # open, and the log is then closed without the rest
+        drain.join(timeout=DRAIN_WAIT_S)
     return ProcessOutcome(exit_code=proc.returncode, seconds=time.monotonic() - started,
                           killed=killed, survivors_killed=survivors)
+
+
+def copy_stream(source: BinaryIO, sink: BinaryIO) -> None:
+    """Copy ``source`` into ``sink`` as it comes, until its end (or ``sink`` is closed)."""
+    try:
+        while chunk := source.read1(COPY_CHUNK):
+            sink.write(chunk)
+            sink.flush()
+    except ValueError:  # the sink was closed: the run is over
+        pass
+    finally:
+        source.close()
 
 
 def end_tree(proc: subprocess.Popen, grace_s: float, exclude: set[int] = frozenset()) -> int:

@@ -1,33 +1,64 @@
-"""Where an agent runs: under bubblewrap, as uid 1000, seeing only its workspace (read-write
-code/ and output/, everything else read-only), the Python installation, a few system paths, the
-harness's tools (/opt/a2rl) and the grader's socket (/run/a2rl). Test splits, the ledger, other
-runs and the repository are simply not mounted.
+"""Where an agent runs: under bubblewrap, as an unprivileged uid, seeing only its workspace
+(read-write code/ and output/, everything else read-only), the Python installation, a few system
+paths, the harness's tools (/opt/a2rl) and the grader's socket (/run/a2rl). Test splits, the
+ledger, other runs and the repository are simply not mounted.
 
-Inside the sandbox uid 1000 is mapped to the invoking user by a user namespace; what protects the
-harness is what is mounted and how (read-only binds cannot be remounted without capabilities,
-which bwrap drops), not host file permissions.
+Who the agent is on the host decides what its writes can do there:
+
+- a harness run by an ordinary user: bwrap makes a user namespace in which the agent is uid 1000,
+  mapped to the invoking user, who is unprivileged already;
+- a harness run by root (CI, most containers): a user namespace would map the agent to host
+  root, whose files and writes count as root's for the kernel (``/proc/sys``, setuid files). So
+  bwrap makes no user namespace and the agent runs as a throw-away unprivileged host uid of its
+  own (``setpriv``: no capability in any set, no_new_privs); the writable areas are handed to
+  that uid before it starts.
+
+Either way: no capability survives, ``/proc/sys`` is read-only, every bind is nosuid and nodev
+(bwrap's default), and ``/etc/passwd`` and ``/etc/group`` name only root, the agent and nobody.
 """
 
 from __future__ import annotations
 
+import os
+import secrets
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from a2rl.isolation.bwrap import AGENT_SYSTEM, BwrapCommand, python_paths
+from a2rl.isolation.bwrap import AGENT_SYSTEM, BwrapCommand, drop_to, python_paths
 
 WORKSPACE = "/workspace"
 TOOLS = "/opt/a2rl"
 GRADER_DIR = "/run/a2rl"
 HOME = "/tmp/home"
-SANDBOX_UID = 1000
+SANDBOX_UID = 1000  # the agent's uid inside its user namespace (non-root harness)
+# A root harness runs each agent as a random uid from this range: no user, file or process on a
+# normal system has one, so two runs never share files or per-uid limits. (The code checker's
+# throw-away uids, a2rl.isolation.codeexec, start at 1_900_000_000.)
+AGENT_UID_BASE = 1_800_000_000
+AGENT_UID_SPAN = 10_000_000
+AGENT_USER = "agent"
+# the sandbox's own passwd and group: tools that look their user up (node's os.userInfo, git)
+# find it, and the host's user list stays out
+IDENTITY_DIR = "sandbox-etc"  # next to the workspace, never mounted writable
 
+# NVIDIA's device nodes (the GPUs, nvidiactl, nvidia-uvm, ...): the sandbox's fresh /dev has none,
+# so the agent sees the host's GPUs only through these; which of them CUDA uses is
+# CUDA_VISIBLE_DEVICES's business (a2rl.pipeline.runner passes the harness's on)
+GPU_DEVICES = "/dev/nvidia*"
 # areas of the workspace the agent may write; the rest of it is mounted read-only
 WRITABLE = ("code", "output")
 
 
 class SandboxUnavailable(RuntimeError):
     """bubblewrap is needed but missing, and ``sandbox: none`` was not chosen."""
+
+
+def agent_host_uid() -> int:
+    """The host uid an agent runs as: the caller's own, unless the caller is root."""
+    if os.geteuid() != 0:
+        return os.geteuid()
+    return AGENT_UID_BASE + secrets.randbelow(AGENT_UID_SPAN)
 
 
 @dataclass
@@ -42,12 +73,27 @@ class Sandbox:
     extra_ro: list[Path] = field(default_factory=list)
     # extra writable folders: path inside the sandbox -> host folder (an agent CLI's files)
     extra_rw: dict[str, Path] = field(default_factory=dict)
+    host_uid: int = field(default_factory=agent_host_uid)
 
     def __post_init__(self) -> None:
-        if self.kind == "bwrap" and shutil.which("bwrap") is None:
+        if self.kind != "bwrap":
+            return
+        missing = [tool for tool in ("bwrap", "setpriv") if shutil.which(tool) is None
+                   and (tool == "bwrap" or self.as_root)]
+        if missing:
             raise SandboxUnavailable(
-                "bubblewrap (bwrap) is not installed: install it (Debian: apt-get install "
-                "bubblewrap) or set sandbox=none to run agents without isolation")
+                f"{' and '.join(missing)} not installed: install it (Debian: apt-get install "
+                "bubblewrap util-linux) or set sandbox=none to run agents without isolation")
+
+    @property
+    def as_root(self) -> bool:
+        """The harness is root: the agent must not get a user namespace mapped to root."""
+        return os.geteuid() == 0
+
+    @property
+    def uid(self) -> int:
+        """The agent's uid as it sees it."""
+        return self.host_uid if self.as_root else SANDBOX_UID
 
     # paths as the agent sees them
     @property
@@ -62,25 +108,69 @@ class Sandbox:
     def grader_dir_view(self) -> str:
         return GRADER_DIR if self.kind == "bwrap" else str(self.grader_dir)
 
+    @property
+    def writable(self) -> list[Path]:
+        """The host folders the agent may write."""
+        return [self.workspace / area for area in WRITABLE] + list(self.extra_rw.values())
+
     def command(self, argv: list[str], env: dict[str, str]) -> list[str]:
-        """The full command line; with ``none`` it is ``argv`` itself."""
+        """The full command line; with ``none`` it is ``argv`` itself. Under bwrap it first
+        writes the sandbox's passwd and group and, for a root caller, hands the writable
+        areas to the agent's uid."""
         if self.kind == "none":
             return list(argv)
-        bwrap = BwrapCommand("--unshare-all", "--die-with-parent", "--new-session")
-        bwrap.identity(SANDBOX_UID).add("--hostname", "a2rl")
-        if self.network:
-            bwrap.add("--share-net")
-        return self._mount(bwrap).environment(env).run(WORKSPACE, argv)
+        self._prepare_host()
+        if self.as_root:  # no user namespace: it would map the agent to host root
+            bwrap = BwrapCommand("--unshare-ipc", "--unshare-pid", "--unshare-uts",
+                                 "--unshare-cgroup-try", "--die-with-parent", "--new-session",
+                                 open_parents=True)
+            if not self.network:
+                bwrap.add("--unshare-net")
+        else:
+            bwrap = BwrapCommand("--unshare-all", "--die-with-parent", "--new-session",
+                                 "--cap-drop", "ALL")
+            bwrap.identity(SANDBOX_UID)
+            if self.network:
+                bwrap.add("--share-net")
+        bwrap.add("--hostname", "a2rl")
+        self._mount(bwrap).environment(env)
+        return bwrap.run(WORKSPACE, argv, wrapper=drop_to(self.host_uid) if self.as_root else ())
 
     def host_env(self, env: dict[str, str]) -> dict[str, str] | None:
         """The environment for Popen: bwrap gets its own via --setenv, the host run gets env."""
         return {"PATH": "/usr/bin:/bin"} if self.kind == "bwrap" else dict(env)
 
+    def _prepare_host(self) -> None:
+        identity = self.workspace.parent / IDENTITY_DIR
+        identity.mkdir(exist_ok=True)
+        uid = self.uid
+        (identity / "passwd").write_text(
+            "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+            f"{AGENT_USER}:x:{uid}:{uid}:a2rl agent:{HOME}:/bin/sh\n"
+            "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
+        (identity / "group").write_text(f"root:x:0:\n{AGENT_USER}:x:{uid}:\nnogroup:x:65534:\n")
+        if self.as_root:
+            for area in self.writable:
+                hand_over(area, self.host_uid)
+
     def _mount(self, bwrap: BwrapCommand) -> BwrapCommand:
-        # the fresh /tmp first: binds of host paths that live under /tmp (a checkout, a venv, the
-        # agent tools) must land on top of it, not be hidden by it
-        bwrap.add("--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", HOME)
+        # /proc/sys read-only whoever the agent is; /dev read-only but for a fresh /dev/shm
+        # (the host's NVIDIA device nodes bound in before it turns read-only);
+        # /dev/shm and /tmp writable by the agent's uid (a root-made bwrap folder is root's).
+        # The fresh /tmp comes before the binds: host paths under /tmp (a checkout, a venv,
+        # agent tools) must land on top of it.
+        bwrap.add("--proc", "/proc").ro_bind("/proc/sys", "/proc/sys")
+        bwrap.add("--dev", "/dev")
+        for device in gpu_devices():
+            bwrap.add("--dev-bind", device, device)
+        bwrap.add("--remount-ro", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm",
+                  "--perms", "1777", "--tmpfs", "/tmp",
+                  # a root harness cannot give bwrap's folder to the agent: it may write it
+                  "--perms", "0777" if self.as_root else "0700", "--dir", HOME)
         bwrap.system(AGENT_SYSTEM)
+        identity = self.workspace.parent / IDENTITY_DIR
+        bwrap.ro_bind(identity / "passwd", "/etc/passwd").ro_bind(identity / "group",
+                                                                    "/etc/group")
         for path in python_paths() + [str(p) for p in self.extra_ro]:
             bwrap.ro_bind(path)
         bwrap.ro_bind(self.workspace, WORKSPACE)
@@ -89,4 +179,21 @@ class Sandbox:
         bwrap.ro_bind(self.tools, TOOLS).ro_bind(self.grader_dir, GRADER_DIR)
         for view, host in self.extra_rw.items():
             bwrap.bind(host, view)
-        return bwrap
+        # the sandbox's root folder itself: nothing to write there (under a non-root harness
+        # the agent would own it, and /dev)
+        return bwrap.add("--remount-ro", "/")
+
+
+def hand_over(root: Path, uid: int) -> None:
+    """Make ``root`` and everything in it ``uid``'s, owner-writable (links are not followed)."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        os.chown(dirpath, uid, uid)
+        os.chmod(dirpath, 0o755)
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            os.lchown(path, uid, uid)
+
+
+def gpu_devices() -> list[str]:
+    """The host's NVIDIA device nodes (none on a machine without an NVIDIA GPU)."""
+    return sorted(str(p) for p in Path("/").glob(GPU_DEVICES.lstrip("/")))

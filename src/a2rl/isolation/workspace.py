@@ -30,7 +30,7 @@ def provision_workspace(workspace: Path, data: Path, base_model: Path, descripti
     workspace.mkdir(parents=True)
     for area in ("code", "output"):
         (workspace / area).mkdir()
-        (workspace / area).chmod(0o777)
+        (workspace / area).chmod(0o755)  # the agent's own (handed over by the sandbox when root)
     shutil.copytree(data, workspace / "data")
     _copy_model(base_model, workspace / "base_model", link_model)
     (workspace / "description.md").write_text(description)

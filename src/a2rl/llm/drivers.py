@@ -95,7 +95,8 @@ def driver_session(cfg: RunConfig, run: RunPaths, events: EventLog) -> Iterator[
             max_tokens=cfg.budget.llm_max_tokens, max_usd=cfg.budget.llm_max_usd)
         proxy = LLMProxy(settings, run.llm_calls, "a2rl-" + secrets.token_urlsafe(24),
                          on_exhausted=lambda totals: events.emit("llm_budget_exhausted",
-                                                                 **totals))
+                                                                 **totals),
+                         on_record=lambda entry: events.emit("llm_call", **call_event(entry)))
         stack.enter_context(proxy)
         events.emit("proxy_start", url=proxy.url, provider=settings.provider,
                     model=settings.model, max_tokens=settings.max_tokens,
@@ -104,6 +105,19 @@ def driver_session(cfg: RunConfig, run: RunPaths, events: EventLog) -> Iterator[
             yield proxy
         finally:
             events.emit("proxy_stop", **proxy.log.totals())
+
+
+CALL_EVENT_FIELDS = ("call", "model", "protocol", "outcome", "status", "input_tokens",
+                     "output_tokens", "cached_input_tokens", "latency_s", "cost_usd")
+
+
+def call_event(entry: dict[str, Any]) -> dict[str, Any]:
+    """The details of the ``llm_call`` event of one llm_calls.jsonl record (the record's
+    ``call`` number links the two; an error message is kept short)."""
+    details = {k: entry.get(k) for k in CALL_EVENT_FIELDS}
+    if entry.get("error"):
+        details["error"] = str(entry["error"])[:200]
+    return details
 
 
 @dataclass

@@ -30,6 +30,9 @@ llm_calls.jsonl, one line per call::
      "output_tokens": 210, "cached_input_tokens": 4096, "usage_reported": true,
      "latency_s": 3.2, "cost_usd": 0.0213, "error": null}
 
+Each record is also handed to ``on_record``: a run's driver session makes it an ``llm_call``
+event of events.jsonl (a2rl.llm.drivers.call_event).
+
 ``outcome`` is ok, upstream_error (the provider answered >= 400), connection_error (it could not
 be reached), budget_exhausted, unauthorized, bad_request, unsupported or client_closed.
 
@@ -81,10 +84,12 @@ class CallLog:
     """llm_calls.jsonl, the running totals and the budget (thread-safe)."""
 
     def __init__(self, path: Path, settings: ProxySettings,
-                 on_exhausted: Optional[Callable[[dict[str, Any]], None]] = None):
+                 on_exhausted: Optional[Callable[[dict[str, Any]], None]] = None,
+                 on_record: Optional[Callable[[dict[str, Any]], None]] = None):
         self.path = Path(path)
         self.settings = settings
         self.on_exhausted = on_exhausted
+        self.on_record = on_record  # told each record after it is written (the run's events)
         self.calls = 0
         self.tokens = 0
         self.cost_usd = 0.0
@@ -108,6 +113,8 @@ class CallLog:
             newly = not self.exhausted and self._over_budget()
             if newly:
                 self.exhausted = True
+        if self.on_record is not None:
+            self.on_record(entry)
         if newly and self.on_exhausted is not None:
             self.on_exhausted(self.totals())
         return entry
@@ -341,10 +348,11 @@ class LLMProxy(Served):
     ``exhausted`` true once a budget is used up."""
 
     def __init__(self, settings: ProxySettings, calls_path: Path, dummy_key: str,
-                 on_exhausted: Optional[Callable[[dict[str, Any]], None]] = None):
+                 on_exhausted: Optional[Callable[[dict[str, Any]], None]] = None,
+                 on_record: Optional[Callable[[dict[str, Any]], None]] = None):
         self.settings = settings
         self.dummy_key = dummy_key
-        self.log = CallLog(calls_path, settings, on_exhausted)
+        self.log = CallLog(calls_path, settings, on_exhausted, on_record)
         self._server = LoopbackServer(create_app(settings, self.log, dummy_key), "a2rl-proxy")
 
     @property

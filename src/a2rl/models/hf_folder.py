@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,7 +42,7 @@ def content_hash(folder: Path) -> str:
             raise ValueError(f"content_hash: {path} is not a regular file")
     digest = hashlib.sha256()
     for path in sorted(files, key=lambda p: p.relative_to(folder).as_posix()):
-        rel = path.relative_to(folder).as_posix().encode()
+        rel = os.fsencode(path.relative_to(folder).as_posix())  # names need not be UTF-8
         digest.update(len(rel).to_bytes(8, "big") + rel)
         digest.update(path.stat().st_size.to_bytes(8, "big"))
         with path.open("rb") as fh:

@@ -14,10 +14,10 @@ from typing import Any, Optional
 
 from a2rl.common.clock import BudgetClock
 from a2rl.common.events import EventLog
-from a2rl.common.files import read_json, utc_now
+from a2rl.common.files import iter_jsonl, read_json, utc_now
 from a2rl.common.hardware import AGENT_DEVICE, describe, one_line, resolve_precision
 from a2rl.common.layout import RunPaths
-from a2rl.common.records import LedgerEntry, RunRecord
+from a2rl.common.records import LedgerEntry, RunRecord, read_ledger
 from a2rl.config.types import RunConfig
 from a2rl.grading.grader import GraderSettings, GradingServer, GradingService
 from a2rl.grading.ledger import Ledger
@@ -25,8 +25,9 @@ from a2rl.grading.recording import CodeRecorder
 from a2rl.isolation.procs import ProcessOutcome, run_until
 from a2rl.isolation.sandbox import HOME, Sandbox
 from a2rl.isolation.workspace import make_writable, provision_workspace, render_description
-from a2rl.llm.drivers import StackRun, check_driver, driver_session
+from a2rl.llm.drivers import DriverKeyMissing, StackRun, check_driver, driver_session
 from a2rl.llm.proxy import LLMProxy, llm_totals
+from a2rl.llm.stacks import AgentNotInstalled
 from a2rl.pipeline.agent_settings import settings_env
 from a2rl.task.base import Task
 
@@ -94,6 +95,10 @@ def agent_env(cfg: RunConfig, sandbox: Sandbox, grader_url: str, http_url: str, 
            "TOKENIZERS_PARALLELISM": "false", "HF_HOME": f"{home}/hf"}
     if not cfg.agent.network:
         env |= {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    # the GPUs this job was given (Slurm and the other schedulers set it): the agent uses those
+    # only, as the grader and vLLM do in the harness's own process
+    if "CUDA_VISIBLE_DEVICES" in os.environ:
+        env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
     env |= settings_env(cfg)
     env |= {k: str(v) for k, v in cfg.agent.env.items()}
     return env
@@ -120,10 +125,85 @@ class Cell:
     stack_run: Optional[StackRun]  # an LLM agent's CLI; None for a script agent
 
 
+class InfraFailed(RuntimeError):
+    """The harness failed, not the agent: run.json says infra_failed with ``reason``. The
+    workflow retries such a run (workflow/rules/run.smk); an agent's own failure never is."""
+
+    def __init__(self, reason: str):
+        super().__init__(f"infrastructure failure, the run does not count: {reason}")
+        self.reason = reason
+
+
+# harness failures raised before or around the agent, by type: the reason's category
+INFRA_ERRORS: tuple[tuple[type[BaseException], str], ...] = (
+    (DriverKeyMissing, "missing_key"), (AgentNotInstalled, "agent_not_installed"),
+    (MemoryError, "harness_oom"))
+# calls that failed on the provider's side (not the agent's request): an outage when they end
+# a run that did not finish
+OUTAGE_STATUSES = (429, 500, 502, 503, 504, 529)
+OUTAGE_CALLS = 3
+
+
 def execute(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Path,
             baseline: dict[str, Any]) -> dict[str, Any]:
-    """Run the agent phase of one cell; returns what run.json records."""
+    """Run the agent phase of one cell; returns what run.json records. A harness failure
+    (missing key, agent CLI not installed, the grader or the harness itself failing, the
+    driver's provider down) writes run.json with status infra_failed and raises InfraFailed."""
     fresh_run_dir(run)
+    started = utc_now()
+    try:
+        record = run_cell(cfg, task, run, prepared, base_model, baseline)
+    except Exception as err:
+        reason = infra_reason(err)
+        infra_record(cfg, run, started, reason).save(run.run_json)
+        raise InfraFailed(reason) from err
+    if record["status"] == "infra_failed":
+        RunRecord(**record).save(run.run_json)
+        raise InfraFailed(record["reason"])
+    RunRecord(**record).save(run.run_json)  # checked: a malformed run.json is never written
+    return record
+
+
+def infra_reason(err: BaseException) -> str:
+    """``<category>: <message>`` of a harness failure (harness_error when not a known one)."""
+    category = next((name for kind, name in INFRA_ERRORS if isinstance(err, kind)),
+                    "harness_error")
+    return f"{category}: {type(err).__name__}: {err}"[:2000]
+
+
+def infra_record(cfg: RunConfig, run: RunPaths, started: str, reason: str) -> RunRecord:
+    """run.json of a run the harness could not carry through."""
+    return RunRecord(task=cfg.task.id, agent=cfg.agent.name, driver=cfg.driver.name,
+                     seed=cfg.seed, started=started, ended=utc_now(), agent_seconds=0.0,
+                     exit_code=None, status="infra_failed", reason=reason,
+                     time_limit_s=cfg.budget.time_limit_s, sandbox=cfg.sandbox,
+                     submissions=len(read_ledger(run.ledger)))
+
+
+def provider_outage(run: RunPaths) -> Optional[str]:
+    """The reason when the run's last LLM calls all failed on the provider's side (none
+    answered, or the provider answered 429/5xx), else None."""
+    calls = list(iter_jsonl(run.llm_calls)) if run.llm_calls.exists() else []
+    last = calls[-OUTAGE_CALLS:]
+    if not last or not all(c.get("outcome") == "connection_error" or (
+            c.get("outcome") == "upstream_error" and c.get("status") in OUTAGE_STATUSES)
+            for c in last):
+        return None
+    return (f"provider_outage: the last {len(last)} LLM calls failed "
+            f"({last[-1].get('status')}: {str(last[-1].get('error'))[:300]})")
+
+
+def grader_crash(entries: list[LedgerEntry]) -> Optional[str]:
+    """The reason when the grader failed on a submission by its own fault (HTTP 500: an
+    internal grader error, not the submission's and not a judge outage), else None."""
+    crashed = [e for e in entries if e.status_code == 500]
+    if not crashed:
+        return None
+    return f"grader_crash: submission {crashed[0].submission_id}: {crashed[0].error}"[:2000]
+
+
+def run_cell(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Path,
+             baseline: dict[str, Any]) -> dict[str, Any]:
     check_driver(cfg)  # an LLM agent's key and tools are checked before anything starts
     stack_run = StackRun.prepare(cfg, run) if cfg.agent.stack else None
     split_name, split = feedback_split(cfg, prepared)
@@ -140,9 +220,7 @@ def execute(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pat
         outcome, proxy = serve_and_run_agent(cell, service, description)
     finally:
         shutil.rmtree(cell.grader_dir, ignore_errors=True)
-    record = run_record(cell, started, outcome, proxy, service.ledger.entries)
-    RunRecord(**record).save(run.run_json)  # checked: a malformed run.json is never written
-    return record
+    return run_record(cell, started, outcome, proxy, service.ledger.entries)
 
 
 def set_up_cell(cfg: RunConfig, run: RunPaths, split_name: str,
@@ -185,7 +263,11 @@ def grading_service(cell: Cell, task: Task, split: Path, base_model: Path,
         max_submissions=cfg.budget.max_submissions, workspace=run.workspace, store=run.store,
         base_model=base_model, base_hash=baseline.get("model_hash"),
         base_scored=base_scored or None, alias=cell.sandbox.workspace_view,
-        mirror=run.scores_mirror, evals=run.evals)
+        mirror=run.scores_mirror, evals=run.evals, eval_timeout_s=cfg.budget.eval_timeout_s,
+        max_store_bytes=None if cfg.budget.max_store_gb is None
+        else int(cfg.budget.max_store_gb * 2**30),
+        max_invalid_submissions=cfg.budget.max_invalid_submissions,
+        invalid_per_minute=cfg.budget.invalid_per_minute)
     return GradingService(
         settings, evaluate=lambda model_dir: task.evaluate(model_dir, split, cfg.task.inference),
         ledger=Ledger(run.ledger), clock=cell.clock, events=cell.events,
@@ -250,6 +332,8 @@ def run_record(cell: Cell, started: str, outcome: ProcessOutcome, proxy: Optiona
     status = ("llm_budget_exhausted" if llm_exhausted else
               "budget_exhausted" if outcome.killed else
               "completed" if outcome.exit_code == 0 else "agent_failed")
+    infra = grader_crash(entries) or (provider_outage(run) if proxy is not None
+                                      and status == "agent_failed" else None)
     record = {"task": cfg.task.id, "agent": cfg.agent.name, "driver": cfg.driver.name,
               "seed": cfg.seed, "started": started, "ended": utc_now(),
               "agent_seconds": round(outcome.seconds, 3), "exit_code": outcome.exit_code,
@@ -264,21 +348,24 @@ def run_record(cell: Cell, started: str, outcome: ProcessOutcome, proxy: Optiona
     grading = grading_totals(entries)
     if grading:
         record["grading_usage"] = grading
+    if infra:
+        record |= {"status": "infra_failed", "reason": infra}
     return record
 
 
 def grading_totals(entries: list[LedgerEntry]) -> dict[str, Any]:
     """Sum of what grading cost (a judge's calls, tokens, USD) over the ledger, and how many
-    submissions a grading failure (judge_failed) left unscored; {} when grading cost nothing
-    countable (no judge)."""
+    submissions a grading failure (judge_failed, eval_timeout) left unscored; {} when grading
+    cost nothing countable (no judge)."""
     totals: dict[str, Any] = {}
     for entry in entries:
         for key, value in (entry.grading_usage or {}).items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 totals[key] = round(totals.get(key, 0) + value, 6)
-    failed = sum(1 for e in entries if e.status == "judge_failed")
-    if failed:
-        totals["judge_failed_submissions"] = failed
+    for status in ("judge_failed", "eval_timeout"):
+        failed = sum(1 for e in entries if e.status == status)
+        if failed:
+            totals[f"{status}_submissions"] = failed
     return totals
 
 

@@ -199,7 +199,8 @@ def _rescore_on_test(cfg: RunConfig, run: RunPaths, artifact_hash: str) -> dict[
     task = load_task_of(cfg)
     result, _ = score_artifact(stored_artifact(run.store, artifact_hash), base_model_dir(cfg),
                                lambda model_dir: task.evaluate(model_dir, test,
-                                                               cfg.task.inference))
+                                                               cfg.task.inference),
+                               timeout_s=cfg.budget.eval_timeout_s)  # raises past it
     return result.to_dict()
 
 

@@ -1,4 +1,5 @@
-"""The static HTML report: one folder that opens from disk, no server and no scripts.
+"""The static HTML report: one folder that opens from disk, no server; the only script is the
+inline filter of a run page's transcript viewer (the page reads without it).
 
 results/report/
   index.html                 the leaderboard (95 % intervals), the level aggregates, a plot of
@@ -6,7 +7,8 @@ results/report/
   runs/<task>__<agent>__<driver>__seed<k>.html
                              one run: outcome, score-vs-time trajectory, process metrics,
                              route, submissions with lineage, code revisions with their diffs,
-                             failures, integrity, LLM usage, timeline
+                             failures, integrity, LLM usage, an LLM agent's transcript,
+                             timeline
   plots/*.svg                the figures (matplotlib)
   trajectories/<run>.csv     each run's valid submissions (elapsed_s, score, best_score), for
                              ``dvc plots show``
@@ -84,7 +86,8 @@ def index_page(board: pd.DataFrame, levels: pd.DataFrame, summaries: list[RunSum
     for seeds in links.values():
         seeds.sort()
     numeric_board = [i for i, c in enumerate(COLUMNS)
-                     if c in SCORE_COLUMNS or c in ("n_seeds", "cost_usd", "contaminated")]
+                     if c in SCORE_COLUMNS
+                     or c in ("n_seeds", "infra_failed", "cost_usd", "contaminated")]
     body = ["<h1>Agent² RL-Bench report</h1>",
             f"<p class=\"muted\">{len(summaries)} runs; generated {esc(generated)}. Scores are "
             "test scores of each run's selected submission (0-100); intervals are 95 % "

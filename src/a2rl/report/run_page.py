@@ -1,12 +1,14 @@
 """One run's page of the HTML report (runs/<task>__<agent>__<driver>__seed<k>.html), drawn
 from its ``RunSummary``: outcome, score-vs-time trajectory, process metrics, route, submissions
-with lineage, code revisions with their diffs, failures, integrity, LLM usage, timeline."""
+with lineage, code revisions with their diffs, failures, integrity, LLM usage, an LLM agent's
+transcript (a2rl.report.transcript_view), timeline."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from a2rl.analysis.failures import EVENT_COLUMNS
+from a2rl.analysis.transcripts.timeline import load_stack, run_timeline
 from a2rl.analysis.view import IntegrityView, Table, final_note, integrity_view
 from a2rl.common.layout import RunPaths
 from a2rl.common.records import RunSummary
@@ -22,6 +24,7 @@ from a2rl.report.html_parts import (
     table,
     view_table,
 )
+from a2rl.report.transcript_view import diff_anchor, transcript_section
 
 
 def integrity_section(view: IntegrityView) -> str:
@@ -55,7 +58,10 @@ def code_revision_sections(s: RunSummary, repo: Path) -> str:
         summary_line = stat.splitlines()[-1].strip() if stat else "no changes"
         shown = diff_html(text) if text.strip() else "<p>No changes.</p>"
         command = recording.diff_command(repo, previous[2], name)
-        parts.append(f'<details class="revision"{" open" if previous[1] is None else ""}>'
+        number = name.removeprefix("submission-")
+        anchor = f' id="{diff_anchor(int(number))}"' if number.isdigit() else ""
+        opened = " open" if previous[1] is None else ""
+        parts.append(f'<details class="revision"{anchor}{opened}>'
                      f"<summary>{esc(previous[0])} → <b>{esc(name)}</b>: "
                      f"{esc(summary_line)}</summary>"
                      f'<p class="muted"><code>{esc(command)}</code></p>{shown}</details>')
@@ -80,6 +86,7 @@ def run_page(s: RunSummary, run: RunPaths, plot: str) -> str:
             f"the baseline and the time limit.</figcaption></figure>",
             "<h2 id=\"process\">Process</h2>", _process(s),
             "<h2 id=\"route\">Route</h2>", *_route_section(s),
+            *_transcript(run),
             "<h2 id=\"submissions\">Submissions</h2>", _submissions(s),
             "<h2 id=\"code\">Code revisions</h2>", code_revision_sections(s, run.code_repo),
             "<h2 id=\"failures\">Failures</h2>", _failures(s),
@@ -98,6 +105,14 @@ def run_page(s: RunSummary, run: RunPaths, plot: str) -> str:
                  f"<pre>{esc(narrative.read_text(errors='replace'))}</pre>"]
     body += ["<h2 id=\"timeline\">Timeline</h2>", _timeline(s)]
     return page(title, "\n".join(body), depth=1)
+
+
+def _transcript(run: RunPaths) -> list[str]:
+    """An LLM agent's transcript viewer (nothing for a script agent)."""
+    entries = run_timeline(run, load_stack(run))
+    if entries is None:
+        return []
+    return ["<h2 id=\"transcript\">Transcript</h2>", transcript_section(entries)]
 
 
 def _outcome(s: RunSummary, integrity: IntegrityView) -> str:

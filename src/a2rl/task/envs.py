@@ -1,9 +1,11 @@
 """Text environments and the policy runner that plays them with a model.
 
-One interface for every interactive task (household / ALFWorld games now; WebShop and
-DeepSearchQA later): ``TextEnv.reset(game)`` gives the first ``Observation`` (text, goal,
-admissible actions), ``TextEnv.step(action)`` gives a ``Step`` (observation, reward, done, info
-with ``won`` and ``score``).
+One interface for every interactive task (household / ALFWorld games, DeepSearchQA; WebShop
+later): ``TextEnv.reset(game)`` gives the first ``Observation`` (text, goal, admissible
+actions), ``TextEnv.step(action)`` gives a ``Step`` (observation, reward, done, info with ``won``
+and ``score``). An environment whose actions are free text (``search[query]``,
+``answer[...]``) gives an empty admissible list: its prompt then shows no action list (the
+instructions state the syntax), and a reply's first line is the action, case kept.
 
 ``play(games, make_env, policy, ...)`` plays one episode per game. In **lockstep** (the default)
 all unfinished episodes advance together: one batched ``Policy.choose`` call per step, so a
@@ -12,9 +14,9 @@ play (``lockstep=False``) calls the policy with one episode at a time; under gre
 give the same episodes (``scripts/bench_lockstep.py`` measures the speed-up).
 
 The prompt a model sees (``PromptFormat.user_prompt``) holds the task instructions, the goal,
-the last ``history`` steps, the current observation and the admissible actions; its reply is
-parsed into one action by ``parse_action`` (first line, prose and quotes stripped, then the
-closest admissible action).
+the last ``history`` steps, the current observation and the admissible actions (if any); its
+reply is parsed into one action by ``parse_action`` (first line, prose and quotes stripped, then
+the closest admissible action, or the line itself for free-text actions).
 
 This module depends on the standard library only (torch is imported lazily by the model
 policies), so a task can copy it next to its environment into an agent's data folder.
@@ -104,7 +106,8 @@ class PromptFormat:
                      for action, obs in recent[:-1]]
             parts.append("Recent steps:\n" + "\n".join(lines + [f"> {recent[-1][0]}"]))
         parts.append(f"Now: {self._clip(observation)}")
-        parts.append("Available actions:\n" + "\n".join(admissible))
+        if admissible:  # free-text environments state their syntax in the instructions
+            parts.append("Available actions:\n" + "\n".join(admissible))
         parts.append("Your action:")
         return "\n\n".join(parts)
 
@@ -113,13 +116,13 @@ _PREFIX = re.compile(r"^\s*(?:>|action\s*:|my action\s*:|next action\s*:|answer\
                      re.IGNORECASE)
 
 
-def clean_reply(text: str) -> str:
+def clean_reply(text: str, lower: bool = True) -> str:
     """The first non-empty line of a reply, without an "Action:" / ">" prefix, quotes, markup
-    and a final period, lower-cased and with single spaces."""
+    and a final period, with single spaces, lower-cased unless ``lower`` is false."""
     line = next((ln for ln in text.splitlines() if ln.strip()), "")
     line = _PREFIX.sub("", line)
     line = line.strip().strip("`*\"'").strip().rstrip(".!").strip().strip("`*\"'")
-    return " ".join(line.lower().split())
+    return " ".join((line.lower() if lower else line).split())
 
 
 # an admissible action ``verb[<what>]`` is a template: any ``verb[text]`` is allowed
@@ -146,10 +149,11 @@ def parse_action(reply: str, admissible: list[str]) -> tuple[str, str]:
     admissible action), ``template`` (it fills in a template action such as
     ``search[<query>]``: the filled-in text is kept), ``prefix`` (the reply starts with one, the
     longest wins), ``contains`` (one appears in the reply), ``closest`` (highest string
-    similarity), or ``free`` (no list to match against: the cleaned reply itself)."""
-    cleaned = clean_reply(reply)
+    similarity), or ``free`` (no list to match against: the cleaned reply itself, case kept,
+    since free text carries names and queries)."""
     if not admissible:
-        return cleaned, "free"
+        return clean_reply(reply, lower=False), "free"
+    cleaned = clean_reply(reply)
     filled = _fill_template(cleaned, admissible)
     if filled:
         return filled, "template"
