@@ -26,8 +26,9 @@ fi
 PY=${PYTHON:-python3}
 # the CPU wheel first, so that no later requirement pulls a multi-GB CUDA build
 "$PY" -m pip install -q torch==2.13.0
-# (pyproject.toml pins the stack, DeepSearchQA's bm25s, trafilatura and lxml_html_clean included;
-# the cluster extra: Snakemake's Slurm and Kubernetes executor plugins, docs/cluster.md)
+# (pyproject.toml pins the stack, WebShop's and DeepSearchQA's bm25s, PyStemmer, thefuzz,
+# trafilatura and lxml_html_clean included; the cluster extra: Snakemake's Slurm and Kubernetes
+# executor plugins, docs/cluster.md)
 "$PY" -m pip install -q -e ".[dev,cluster]"
 # ALFWorld's adapter code without textworld[pddl]: that extra compiles Fast Downward from source.
 # Real ALFWorld games need it (pip install "textworld[pddl]") and the data (alfworld-download).

@@ -20,7 +20,6 @@ from __future__ import annotations
 import random
 import shutil
 import time
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ import a2rl.task.envs as envs_module
 from a2rl.common.files import iter_jsonl, write_jsonl_atomic
 from a2rl.common.layout import PreparedTaskPaths
 from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
-from a2rl.task.base import EvalResult, Task
+from a2rl.task.base import EvalResult, Task, require_test_feedback, score_by_group
 from a2rl.task.envs import (
     Choice,
     EpisodeView,
@@ -64,23 +63,14 @@ class PerturbedExpert:
 
 def breakdown_by_type(types: list[str], won: list[float]) -> dict[str, float]:
     """Success rate (0-100) per goal type, keys ``success_<type>``, plus ``n_<type>``."""
-    groups: dict[str, list[float]] = defaultdict(list)
-    for t, w in zip(types, won, strict=True):
-        groups[t].append(w)
-    out = {}
-    for t in sorted(groups):
-        out[f"success_{t}"] = 100.0 * sum(groups[t]) / len(groups[t])
-        out[f"n_{t}"] = float(len(groups[t]))
-    return out
+    return score_by_group(types, won, "success")
 
 
 class AlfworldTask(Task):
     def __init__(self, cfg: TaskConfig, data_root: Path):
         super().__init__(cfg, data_root)
         self.params = AlfworldParams.from_dict(cfg.params)
-        if cfg.feedback != "test":
-            raise ConfigError(f"task.feedback={cfg.feedback!r}: the {cfg.id} task has no "
-                              "validation split; use feedback=test")
+        require_test_feedback(cfg)
         self.fmt = PromptFormat(history=self.params.history)
 
     # ---- environments -----------------------------------------------------------------------

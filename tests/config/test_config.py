@@ -88,8 +88,24 @@ def test_ci_grid_uses_the_tiny_model_and_small_splits():
 
 
 def test_unimplemented_tasks_compose():
-    cfg = compose(["task=webshop"])
+    cfg = compose(["task=webshop", "task.implemented=false"])
     assert not cfg.task.implemented and cfg.task.level == "L3"
+
+
+def test_webshop_params_are_the_tasks_own():
+    from a2rl_tasks.webshop.params import WebShopParams
+
+    task_file = yaml.safe_load((CONF / "task" / "webshop.yaml").read_text())
+    own = WebShopParams.from_dict(task_file["params"])  # the task's own sizes
+    assert (own.source, own.test_goals, own.max_steps, own.results_per_page) == \
+        ("procedural", 50, 15, 10)
+    # the smoke grid's shop is smaller, so that one evaluation fits the default grid
+    smoke = WebShopParams.from_dict(compose(["grid=smoke", "task=webshop"]).task.params)
+    assert (smoke.source, smoke.test_goals, smoke.max_steps, smoke.results_per_page) == \
+        ("procedural", 20, 10, 5)
+    paper = WebShopParams.from_dict(compose(["grid=paper", "task=webshop"]).task.params)
+    assert paper.source == "webshop" and paper.test_goals == 500
+    assert paper.product_file.endswith("webshop/items_shuffle_1000.json")
 
 
 def test_deepsearchqa_configs_build_their_params():
@@ -157,12 +173,13 @@ def test_agent_tasks_limit_an_agent_to_some_tasks():
     assert pairs == [("gsm8k_arith", "noop"), ("gsm8k_arith", "sft"), ("humaneval", "noop"),
                      ("humaneval", "sft"), ("alpacaeval", "noop"), ("alpacaeval", "sft"),
                      ("alpacaeval", "dpo"), ("household", "noop"), ("household", "sft"),
-                     ("household", "sft_grpo"), ("deepsearchqa_world", "noop"),
+                     ("household", "sft_grpo"), ("webshop", "noop"), ("webshop", "sft"),
+                     ("webshop", "sft_grpo"), ("deepsearchqa_world", "noop"),
                      ("deepsearchqa_world", "sft")]
     # an override of the agents keeps the restriction for those still in the grid
     cfg = compose(["grid=smoke", "grid.agents=[sft]"])
     assert [c["task"] for c in grid_cells(cfg)] == ["gsm8k_arith", "humaneval", "alpacaeval",
-                                                    "household", "deepsearchqa_world"]
+                                                    "household", "webshop", "deepsearchqa_world"]
 
 
 def test_grid_task_files_size_a_task_for_one_grid_only():

@@ -75,7 +75,8 @@ def test_lint_is_clean(tmp_path):
 
 
 def test_unimplemented_task_fails_when_run(tmp_path):
-    result = snakemake("--cores", "1", "--config", "grid=paper", "--",
+    result = snakemake("--cores", "1", "--config", "grid=paper",
+                       'overrides=["task.implemented=false"]', "--",
                        "results/prepared/webshop/prepared.json", workdir=tmp_path)
     assert result.returncode != 0
     log = tmp_path / "results" / "logs" / "prepare_task" / "webshop.log"

@@ -14,6 +14,7 @@ from a2rl.task.envs import (
     Step,
     TextEnv,
     clean_reply,
+    is_template,
     parse_action,
     play,
     success_rate,
@@ -80,6 +81,31 @@ def test_parse_action_prefers_longest_and_keeps_free_text():
     assert parse_action("Action: search[Tarsk City]\nbecause", []) == ("search[Tarsk City]",
                                                                       "free")
     assert clean_reply("\n\n  1. **open box**.") == "open box"
+
+
+def test_template_actions_take_free_text():
+    """``search[<query>]`` admits any ``search[...]`` reply as written (WebShop's search)."""
+    acts = ["search[<query>]"]
+    assert is_template("search[<query>]") and not is_template("click[buy now]")
+    assert parse_action("search[Red Running Shoes]", acts) == ("search[red running shoes]",
+                                                               "template")
+    assert parse_action("Action: search[ tea tree shampoo ]\nthen buy", acts) == (
+        "search[tea tree shampoo]", "template")
+    assert parse_action("search[cut short", acts) == ("search[cut short]", "template")
+    # no query, the placeholder itself, or another verb: matched like any other action
+    for reply in ("search[]", "search[<query>]", "click[red shoes]", "hello"):
+        assert parse_action(reply, acts)[0] == "search[<query>]"
+        assert parse_action(reply, acts)[1] != "template"
+    clicks = ["click[buy now]", "click[< prev]"]
+    assert parse_action("search[shoes]", clicks)[1] != "template"  # no template offered
+
+
+def test_prompt_clips_earlier_observations_to_their_own_limit():
+    fmt = PromptFormat(history=3, max_observation_chars=50, max_history_chars=10)
+    prompt = fmt.user_prompt("g", [("a1", "x" * 40), ("a2", "y" * 40)], "z" * 40, ["q"])
+    assert "> a1\n" + "x" * 7 + "..." in prompt and "z" * 40 in prompt
+    with pytest.raises(ValueError, match="max_history_chars"):
+        PromptFormat(max_history_chars=2)
 
 
 def test_prompt_holds_goal_history_and_actions():

@@ -36,9 +36,12 @@ training policy the same as the grader's (greedy generation + parsing); the grad
 goes only through the admissible action that was executed.
 
 Settings: ``GrpoSettings`` (settings.py: rounds, iters, games, group, lr, temp,
-train_layers, minibatch, step_cost, expert_bonus, max_steps, reserve_s), from
+train_layers, minibatch, step_cost, expert_bonus, max_steps, max_new_tokens,
+reserve_s), from
 ``$A2RL_AGENT_SETTINGS``. Precision: the agent config's ``precision`` (auto | bf16 | fp32),
 passed as A2RL_PRECISION.
+The environment is the one the data folder ships (grpo_train.data_env): WebShop's
+(``data/webshop_env/``, rewarded by its final score) or the household games' (won or lost).
 """
 
 import json
@@ -68,7 +71,8 @@ def method_args(settings: GrpoSettings) -> list[str]:
             "--minibatch", str(settings.minibatch), "--temperature", str(settings.temp),
             "--max-steps", str(settings.max_steps), "--step-cost", str(settings.step_cost),
             "--expert-bonus", str(settings.expert_bonus),
-            "--train-layers", str(settings.train_layers)]
+            "--train-layers", str(settings.train_layers),
+            "--max-new-tokens", str(settings.max_new_tokens)]
 
 
 def grpo_command(ws: Path, script: Path, model: str, out: Path, k: int, until: float,

@@ -9,6 +9,7 @@ finished iteration is saved; a round with no iteration saves nothing.
 """
 import argparse
 import copy
+import importlib
 import json
 import math
 import os
@@ -125,21 +126,22 @@ def expert_agreement(episode):
     return sum(s["action"] == s["expert"] for s in labelled) / len(labelled) if labelled else 0.0
 
 
-def episode_return(episode, step_cost, expert_bonus):
-    """won - step_cost x steps + expert_bonus x expert agreement: the bonus shapes the sparse
-    win signal so that groups which all lose (or all win) still rank their episodes."""
-    return (float(episode.won) - step_cost * episode.n_steps
-            + expert_bonus * expert_agreement(episode))
+def episode_return(episode, step_cost, expert_bonus, reward="won"):
+    """won (or, with ``reward="score"``, the episode's final score: WebShop's reward in [0, 1])
+    - step_cost x steps + expert_bonus x expert agreement: the bonus shapes the sparse win
+    signal so that groups which all lose (or all win) still rank their episodes."""
+    outcome = float(episode.won) if reward == "won" else float(episode.score)
+    return outcome - step_cost * episode.n_steps + expert_bonus * expert_agreement(episode)
 
 
-def group_samples(picked, episodes, group, step_cost, stats, expert_bonus=0.0):
+def group_samples(picked, episodes, group, step_cost, stats, expert_bonus=0.0, reward="won"):
     """(prompt, action, advantage) for every step of every episode whose group's returns
     differ (``episode_return``); advantage = (return - group mean) / group std. Updates
     ``stats`` (per-game wins and plays)."""
     samples = []
     for k, g in enumerate(picked):
         episodes_k = episodes[k * group:(k + 1) * group]
-        returns = [episode_return(e, step_cost, expert_bonus) for e in episodes_k]
+        returns = [episode_return(e, step_cost, expert_bonus, reward) for e in episodes_k]
         won, played = stats.get(g, [0, 0])
         stats[g] = [won + sum(e.won for e in episodes_k), played + len(episodes_k)]
         mean = sum(returns) / len(returns)
@@ -183,6 +185,15 @@ def fits_before(deadline, log, estimate):
     return not deadline or time.time() + max(seconds) <= deadline
 
 
+def data_env(data: Path) -> tuple[str, str]:
+    """The environment the data folder ships (MODULE:CLASS; the module also has PROMPT and
+    load_games(data/games)) and the episode outcome to reward: WebShop's (``webshop_env/``,
+    its final score) or the household games' (won, 0 or 1)."""
+    if (data / "webshop_env").is_dir():
+        return "webshop_env:WebShopEnv", "score"
+    return "household_env:HouseholdEnv", "won"
+
+
 def arguments():
     """The script's options (``scripts/probe_grpo.py`` checks its pass-through options here)."""
     p = argparse.ArgumentParser()
@@ -202,6 +213,8 @@ def arguments():
                    help="return bonus x share of steps that took the env's expert action")
     p.add_argument("--train-layers", type=int, required=True)
     p.add_argument("--minibatch", type=int, required=True)
+    p.add_argument("--max-new-tokens", type=int, required=True,
+                   help="reply length of a sampled action (a WebShop search needs ~15 tokens)")
     # the harness decides (a2rl.common.hardware): bf16 only where the hardware computes it natively
     p.add_argument("--precision", choices=("bf16", "fp32"),
                    default=os.environ.get("A2RL_PRECISION", "fp32"))
@@ -219,7 +232,11 @@ def main():
     a = arguments().parse_args()
     sys.path.insert(0, a.data)
     from a2rl_envs import Choice, parse_action, play
-    from household_env import PROMPT, HouseholdEnv, load_games
+
+    env, reward = data_env(Path(a.data))
+    module_name, _, env_name = env.partition(":")
+    env_module = importlib.import_module(module_name)
+    make_env, load_games = getattr(env_module, env_name), env_module.load_games
 
     random.seed(a.seed)
     torch.manual_seed(a.seed)
@@ -240,7 +257,8 @@ def main():
     games = load_games(Path(a.data) / "games")
     stats_path = Path(a.stats) if a.stats else None
     stats = json.loads(stats_path.read_text()) if stats_path and stats_path.exists() else {}
-    policy = SamplingPolicy(sampler, tok, parse_action, Choice, a.temperature)
+    policy = SamplingPolicy(sampler, tok, parse_action, Choice, a.temperature,
+                            a.max_new_tokens)
     log = []
     for it in range(a.iterations):
         if not fits_before(a.deadline, log, a.iter_estimate):
@@ -252,14 +270,16 @@ def main():
         if sampler is not model:
             sampler.load_state_dict(model.state_dict())
         sampler.eval()
-        episodes = play([g for g in picked for _ in range(a.group)], HouseholdEnv, policy,
-                        a.max_steps, PROMPT, keep_prompts=True)
+        episodes = play([g for g in picked for _ in range(a.group)], make_env, policy,
+                        a.max_steps, env_module.PROMPT, keep_prompts=True)
         rolled = time.time()
-        samples = group_samples(picked, episodes, a.group, a.step_cost, stats, a.expert_bonus)
+        samples = group_samples(picked, episodes, a.group, a.step_cost, stats, a.expert_bonus,
+                                reward)
         model.train()
         losses = update(model, tok, opt, params, samples, a.minibatch, eos_id, bf16)
         row = {"iteration": it, "episodes": len(episodes),
                "success": 100.0 * sum(e.won for e in episodes) / len(episodes),
+               "mean_score": sum(float(e.score) for e in episodes) / len(episodes),
                "train_steps": len(samples), "updates": len(losses),
                "loss": sum(losses) / max(1, len(losses)),
                "rollout_s": round(rolled - started, 1),

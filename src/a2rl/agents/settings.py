@@ -63,6 +63,8 @@ class GrpoSettings(AgentSettings):
     expert_bonus: float = field(default=0.0, metadata={
         "help": "Return bonus x the share of steps that took the game's expert action."})
     max_steps: int = field(default=12, metadata={"help": "Actions per episode at most."})
+    max_new_tokens: int = field(default=16, metadata={
+        "help": "Tokens per sampled action (a WebShop search[...] needs about 15)."})
 
 
 @dataclass

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from a2rl.common.layout import Layout, PreparedTaskPaths
+from a2rl.config.checks import ConfigError
 from a2rl.config.types import DriverConfig, InferenceConfig, ModelConfig, TaskConfig
 
 
@@ -105,6 +106,26 @@ class ReplyScore:
     score: float
     verdict: str
     reason: str = ""
+
+
+def score_by_group(groups: list[str], scores: list[float], prefix: str) -> dict[str, float]:
+    """100 x the mean score of each group (keys ``<prefix>_<group>``) and its size
+    (``n_<group>``): an interactive task's breakdown by goal type or category."""
+    members: dict[str, list[float]] = {}
+    for group, score in zip(groups, scores, strict=True):
+        members.setdefault(group, []).append(score)
+    out = {}
+    for group in sorted(members):
+        out[f"{prefix}_{group}"] = 100.0 * sum(members[group]) / len(members[group])
+        out[f"n_{group}"] = float(len(members[group]))
+    return out
+
+
+def require_test_feedback(cfg: TaskConfig) -> None:
+    """Refuse ``feedback=validation`` for a task without a validation split."""
+    if cfg.feedback != "test":
+        raise ConfigError(f"task.feedback={cfg.feedback!r}: the {cfg.id} task has no "
+                          "validation split; use feedback=test")
 
 
 class Task(ABC):

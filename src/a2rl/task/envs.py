@@ -80,17 +80,21 @@ class PromptFormat:
     instructions: str = DEFAULT_INSTRUCTIONS
     history: int = 2  # previous steps shown (action + observation)
     max_observation_chars: int = 300
+    # earlier steps' observations are clipped to this (None: as the current one); a task with
+    # long pages (WebShop's results) keeps the prompt short this way
+    max_history_chars: int | None = None
 
     def __post_init__(self) -> None:
         if self.history < 0:
             raise ValueError(f"PromptFormat.history={self.history}; expected >= 0")
-        if self.max_observation_chars < 1:
-            raise ValueError(f"PromptFormat.max_observation_chars={self.max_observation_chars}; "
-                             "expected >= 1")
+        for name in ("max_observation_chars", "max_history_chars"):
+            value = getattr(self, name)
+            if value is not None and value < 4:
+                raise ValueError(f"PromptFormat.{name}={value}; expected >= 4")
 
-    def _clip(self, text: str) -> str:
+    def _clip(self, text: str, limit: int | None = None) -> str:
         text = " ".join(text.split())
-        limit = self.max_observation_chars
+        limit = limit or self.max_observation_chars
         return text if len(text) <= limit else text[:limit - 3] + "..."
 
     def user_prompt(self, goal: str, history: list[tuple[str, str]], observation: str,
@@ -98,7 +102,8 @@ class PromptFormat:
         parts = [self.instructions.strip(), f"Goal: {goal.strip()}"]
         recent = history[-self.history:] if self.history else []
         if recent:  # the last step's observation is the current one, shown once under "Now"
-            lines = [f"> {action}\n{self._clip(obs)}" for action, obs in recent[:-1]]
+            lines = [f"> {action}\n{self._clip(obs, self.max_history_chars)}"
+                     for action, obs in recent[:-1]]
             parts.append("Recent steps:\n" + "\n".join(lines + [f"> {recent[-1][0]}"]))
         parts.append(f"Now: {self._clip(observation)}")
         if admissible:  # free-text environments state their syntax in the instructions
@@ -120,15 +125,38 @@ def clean_reply(text: str, lower: bool = True) -> str:
     return " ".join((line.lower() if lower else line).split())
 
 
+# an admissible action ``verb[<what>]`` is a template: any ``verb[text]`` is allowed
+# (WebShop's ``search[<query>]``)
+_TEMPLATE = re.compile(r"^(\w+)\[<[^\[\]<>]*>\]$")
+
+
+def is_template(action: str) -> bool:
+    """Whether an admissible action is a template for free text (``search[<query>]``)."""
+    return bool(_TEMPLATE.match(action))
+
+
+def _fill_template(cleaned: str, admissible: list[str]) -> str | None:
+    """The reply as a filled-in template (``search[red shoes]``), if it is one."""
+    verbs = {m.group(1).lower() for a in admissible if (m := _TEMPLATE.match(a))}
+    m = re.match(r"^(\w+)\s*\[\s*([^\[\]]*?)\s*\]?$", cleaned)
+    if not m or m.group(1) not in verbs or not m.group(2) or m.group(2).startswith("<"):
+        return None
+    return f"{m.group(1)}[{m.group(2)}]"
+
+
 def parse_action(reply: str, admissible: list[str]) -> tuple[str, str]:
     """One action from a model reply, and how it was found: ``exact`` (the cleaned reply is an
-    admissible action), ``prefix`` (the reply starts with one, the longest wins), ``contains``
-    (one appears in the reply), ``closest`` (highest string similarity), or ``free`` (no list to
-    match against: the cleaned reply itself, case kept, since free text carries names and
-    queries)."""
+    admissible action), ``template`` (it fills in a template action such as
+    ``search[<query>]``: the filled-in text is kept), ``prefix`` (the reply starts with one, the
+    longest wins), ``contains`` (one appears in the reply), ``closest`` (highest string
+    similarity), or ``free`` (no list to match against: the cleaned reply itself, case kept,
+    since free text carries names and queries)."""
     if not admissible:
         return clean_reply(reply, lower=False), "free"
     cleaned = clean_reply(reply)
+    filled = _fill_template(cleaned, admissible)
+    if filled:
+        return filled, "template"
     lowered = {a.lower(): a for a in admissible}
     if cleaned in lowered:
         return lowered[cleaned], "exact"
