@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from a2rl.task.base import GradingUnavailable, RecordingProxy
+from a2rl.task.chat import complete
 
 TEMPLATE_FILE = Path(__file__).with_name("judge_template.txt")
 FIRST, SECOND = "m", "M"  # the template's identifiers of output_1 and output_2
@@ -206,10 +207,6 @@ class LocalHFJudge(Judge):
 
 # ---- OpenAI-compatible judge ----------------------------------------------------------------
 
-class _Retry(Exception):
-    """A failure worth another attempt (5xx, 429, timeout, malformed answer)."""
-
-
 @dataclass
 class HttpSettings:
     base_url: str  # with the version, e.g. http://127.0.0.1:8000/v1
@@ -259,47 +256,14 @@ class OpenAIJudge(Judge):
             return list(pool.map(self._one, pairs))
 
     def _one(self, pair: Pair) -> Verdict:
-        last = "no attempt"
-        for attempt in range(self.s.retries + 1):
-            if attempt:
-                self.sleep(self.s.backoff_s * 2 ** (attempt - 1))
-            try:
-                verdict = self._attempt(pair)
-                verdict.attempts = attempt + 1
-                return verdict
-            except _Retry as err:
-                last = str(err)
-        raise JudgeFailed(f"judge {self.id}: no usable answer after {self.s.retries + 1} "
-                          f"attempts; last: {last}")
-
-    def _attempt(self, pair: Pair) -> Verdict:
-        import httpx
-
-        try:
-            response = self.http.post(f"{self.s.base_url.rstrip('/')}/chat/completions",
-                                      json=self.request_body(pair))
-        except httpx.TimeoutException as err:
-            raise _Retry(f"timeout: {err}") from err
-        except httpx.HTTPError as err:
-            raise _Retry(f"{type(err).__name__}: {err}") from err
-        if response.status_code == 402:
-            raise JudgeFailed(f"judge {self.id}: budget used up ({response.text[:200]})")
-        if response.status_code >= 500 or response.status_code == 429:
-            raise _Retry(f"HTTP {response.status_code}: {response.text[:200]}")
-        if response.status_code >= 400:  # our request is wrong: retrying will not help
-            raise JudgeFailed(f"judge {self.id}: HTTP {response.status_code}: "
-                              f"{response.text[:300]}")
-        try:
-            answer = response.json()
-            p_first = self._parse(answer)
-        except (ValueError, KeyError, IndexError, TypeError) as err:
-            raise _Retry(f"malformed answer: {err}: {response.text[:200]}") from err
-        usage = answer.get("usage") or {}
-        tokens_in = int(usage.get("prompt_tokens") or 0)
-        tokens_out = int(usage.get("completion_tokens") or 0)
-        cost = (tokens_in * self.s.price_in_per_mtok + tokens_out * self.s.price_out_per_mtok) / 1e6
-        return Verdict(p_first=p_first, input_tokens=tokens_in, output_tokens=tokens_out,
-                       cost_usd=cost)
+        call = complete(self.http, f"{self.s.base_url.rstrip('/')}/chat/completions",
+                        self.request_body(pair), self._parse, who=f"judge {self.id}",
+                        fail=JudgeFailed, retries=self.s.retries, backoff_s=self.s.backoff_s,
+                        price_in_per_mtok=self.s.price_in_per_mtok,
+                        price_out_per_mtok=self.s.price_out_per_mtok, sleep=self.sleep)
+        return Verdict(p_first=call.value, input_tokens=call.input_tokens,
+                       output_tokens=call.output_tokens, cost_usd=call.cost_usd,
+                       attempts=call.attempts)
 
     def _parse(self, answer: dict[str, Any]) -> float:
         choice = answer["choices"][0]

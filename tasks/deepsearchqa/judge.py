@@ -36,6 +36,7 @@ from typing import Any
 
 from a2rl.config.types import DriverConfig
 from a2rl.task.base import GradingUnavailable, RecordingProxy
+from a2rl.task.chat import complete
 
 from .params import JudgeParams
 from .scoring import Grade, split_items
@@ -128,10 +129,6 @@ class ChatAnswer:
     attempts: int = 1
 
 
-class _Retry(Exception):
-    """A failure worth another attempt."""
-
-
 class ChatClient:
     """OpenAI chat completions through a started recording proxy, with retries."""
 
@@ -145,46 +142,19 @@ class ChatClient:
                                  headers={"authorization": f"Bearer {proxy.dummy_key}"})
 
     def complete(self, request: dict[str, Any], parse: Callable[[str], Any]) -> ChatAnswer:
-        last = "no attempt"
-        for attempt in range(self.retries + 1):
-            if attempt:
-                self.sleep(self.backoff_s * 2 ** (attempt - 1))
-            try:
-                answer = self._attempt(request, parse)
-                answer.attempts = attempt + 1
-                return answer
-            except _Retry as err:
-                last = str(err)
-        raise GradingUnavailable(f"the judge {self.driver.model} gave no usable answer after "
-                                 f"{self.retries + 1} attempts; last: {last}")
-
-    def _attempt(self, request: dict[str, Any], parse: Callable[[str], Any]) -> ChatAnswer:
-        import httpx
-
-        try:
-            response = self.http.post(f"{self.proxy.url}/v1/chat/completions",
-                                      json={**request, "model": self.driver.model})
-        except httpx.HTTPError as err:
-            raise _Retry(f"{type(err).__name__}: {err}") from err
-        if response.status_code == 402:
-            raise GradingUnavailable(f"the judge's budget is used up ({response.text[:200]})")
-        if response.status_code >= 500 or response.status_code == 429:
-            raise _Retry(f"HTTP {response.status_code}: {response.text[:200]}")
-        if response.status_code >= 400:  # the request is wrong: retrying will not help
-            raise GradingUnavailable(f"the judge refused the request: HTTP "
-                                     f"{response.status_code}: {response.text[:300]}")
-        try:
-            answer = response.json()
+        def read(answer: dict[str, Any]) -> tuple[Any, str]:
             text = answer["choices"][0]["message"].get("content") or ""
-            value = parse(text)
-        except (ValueError, KeyError, IndexError, TypeError) as err:
-            raise _Retry(f"unusable answer: {err}: {response.text[:200]}") from err
-        usage = answer.get("usage") or {}
-        tokens_in = int(usage.get("prompt_tokens") or 0)
-        tokens_out = int(usage.get("completion_tokens") or 0)
-        cost = (tokens_in * self.driver.price_in_per_mtok
-                + tokens_out * self.driver.price_out_per_mtok) / 1e6
-        return ChatAnswer(value, text, tokens_in, tokens_out, cost)
+            return parse(text), text
+
+        call = complete(self.http, f"{self.proxy.url}/v1/chat/completions",
+                        {**request, "model": self.driver.model}, read,
+                        who=f"the judge {self.driver.model}", fail=GradingUnavailable,
+                        retries=self.retries, backoff_s=self.backoff_s,
+                        price_in_per_mtok=self.driver.price_in_per_mtok,
+                        price_out_per_mtok=self.driver.price_out_per_mtok, sleep=self.sleep)
+        value, text = call.value
+        return ChatAnswer(value, text, call.input_tokens, call.output_tokens, call.cost_usd,
+                          call.attempts)
 
     def close(self) -> None:
         self.http.close()
