@@ -17,12 +17,13 @@ deepsearchqa_world.yaml`` composed with Hydra, overrides after ``--``).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from a2rl.common.files import write_json_atomic
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -63,8 +64,7 @@ def main(argv: list[str] | None = None) -> dict:
             + f"; {world['test_questions']} test questions, {world['seconds']} s")
     report["load_after"] = os.getloadavg()
     if a.out:
-        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(json.dumps(report, indent=2))
+        write_json_atomic(Path(a.out), report)
     return report
 
 

@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from a2rl.common.files import write_json_atomic
+
 REPO = Path(__file__).resolve().parents[1]
 STAGES = ("prepare_model", "prepare_task", "measure_baseline", "run_agent", "final_grade",
           "summarize_run")
@@ -128,8 +130,7 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def write(report: dict[str, Any], out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
+    write_json_atomic(out, report)
     out.with_suffix(".md").write_text(markdown(report))
 
 

@@ -23,6 +23,8 @@ import threading
 import time
 from pathlib import Path
 
+from a2rl.common.files import write_json_atomic
+
 TASK = "deepsearchqa_world"
 
 
@@ -85,8 +87,7 @@ def main(argv: list[str] | None = None) -> dict:
                  if "test_score" in cell else f"failed (exit {cell['exit_code']})")
         print(f"{agent}: {score}; wall {cell['wall_s']} s; load {cell['load']}", flush=True)
     if a.out:
-        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(json.dumps(report, indent=2))
+        write_json_atomic(Path(a.out), report)
     return report
 
 

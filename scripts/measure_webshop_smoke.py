@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+from a2rl.common.files import write_json_atomic
+
 
 def eval_seconds(results: Path, run: Path) -> dict:
     """Seconds of the base model's evaluation (the baseline stage; a cached record keeps the
@@ -74,8 +76,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     for agent in a.agents:
         rows.append(cell(agent, Path(a.results).resolve(), a.overrides))
         print(json.dumps(rows[-1]), flush=True)
-        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(json.dumps(rows, indent=1))
+        write_json_atomic(Path(a.out), rows)
     return rows
 
 
