@@ -14,15 +14,8 @@ import threading
 import time
 
 import pytest
-from grader_rig import Rig
 
 pytestmark = pytest.mark.attacks
-
-
-@pytest.fixture
-def rig(tmp_path, tiny_model):
-    with Rig(tmp_path, tiny_model) as made:
-        yield made
 
 
 # ---- items 3: links, magic links, swaps, special files -------------------------------------

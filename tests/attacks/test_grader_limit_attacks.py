@@ -19,12 +19,6 @@ from a2rl.grading import client
 pytestmark = pytest.mark.attacks
 
 
-@pytest.fixture
-def rig(tmp_path, tiny_model):
-    with Rig(tmp_path, tiny_model) as made:
-        yield made
-
-
 # ---- item 5: sizes, counts, time -------------------------------------------------------------
 
 

@@ -63,14 +63,21 @@ def assert_nothing_sealed(repo: Path, names: bool = False) -> None:
     assert not names or SEALED_NAME.encode() not in objects
 
 
-def swapping(action, stop: threading.Event) -> threading.Thread:
+def snapshots_during(swap, recorder: recording.CodeRecorder, n: int = 20) -> list:
+    """``n`` snapshots taken while another thread keeps calling ``swap``."""
+    stop = threading.Event()
+
     def loop() -> None:
         while not stop.is_set():
-            action()
+            swap()
 
     thread = threading.Thread(target=loop, daemon=True)
     thread.start()
-    return thread
+    try:
+        return [recorder.snapshot(f"s{i}") for i in range(n)]
+    finally:
+        stop.set()
+        thread.join()
 
 
 def test_link_to_the_sealed_split_is_recorded_as_a_link(ws, tmp_path):
@@ -98,14 +105,7 @@ def test_file_swapped_for_a_link_while_snapshotting(ws, tmp_path):
         os.rename(path, link)
         os.rename(spare, path)
 
-    stop = threading.Event()
-    thread = swapping(swap, stop)
-    recorder = recording.CodeRecorder(tmp_path / "code.git", ws)
-    try:
-        snaps = [recorder.snapshot(f"s{i}") for i in range(20)]
-    finally:
-        stop.set()
-        thread.join()
+    snaps = snapshots_during(swap, recording.CodeRecorder(tmp_path / "code.git", ws))
     assert len({s.commit for s in snaps}) == 20
     assert_nothing_sealed(tmp_path / "code.git")
 
@@ -123,15 +123,7 @@ def test_folder_swapped_for_a_link_while_snapshotting(ws, tmp_path):
         os.rename(sub, link)
         os.rename(spare, sub)
 
-    stop = threading.Event()
-    thread = swapping(swap, stop)
-    recorder = recording.CodeRecorder(tmp_path / "code.git", ws)
-    try:
-        for i in range(20):
-            recorder.snapshot(f"s{i}")
-    finally:
-        stop.set()
-        thread.join()
+    snapshots_during(swap, recording.CodeRecorder(tmp_path / "code.git", ws))
     assert_nothing_sealed(tmp_path / "code.git", names=True)
 
 
@@ -167,16 +159,8 @@ def test_file_swapped_for_a_fifo_never_stalls_a_snapshot(ws, tmp_path):
         os.mkfifo(path)
         path.unlink()
 
-    stop = threading.Event()
-    thread = swapping(swap, stop)
-    recorder = recording.CodeRecorder(tmp_path / "code.git", ws)
     started = time.monotonic()
-    try:
-        for i in range(20):
-            recorder.snapshot(f"s{i}")
-    finally:
-        stop.set()
-        thread.join()
+    snapshots_during(swap, recording.CodeRecorder(tmp_path / "code.git", ws))
     assert time.monotonic() - started < 60
 
 
