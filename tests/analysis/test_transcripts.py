@@ -46,7 +46,7 @@ def test_transcript_has_the_scripts_commands_in_order(stack):
         assert [r.exit_code for r in results][:5] == [0] * 5
 
 
-@pytest.mark.parametrize("stack", sorted(set(NORMALISERS) - {"openhands"}))
+@pytest.mark.parametrize("stack", sorted(NORMALISERS))
 def test_model_responses_are_linked_to_the_proxys_calls(stack):
     calls = calls_of(stack)
     transcript = normalise(stack, FIXTURES / stack / "transcript.jsonl", calls)

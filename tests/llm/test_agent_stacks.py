@@ -24,6 +24,7 @@ from a2rl.llm.stacks import (
     LaunchContext,
     UnknownStack,
     build_prompt,
+    find_python,
     install_stack,
     stack_of,
     tee_transcript,
@@ -192,6 +193,38 @@ def test_tools_folder_checks(tmp_path, monkeypatch):
     assert tools_dir(tmp_path, "codex", "1") == Path("/shared/tools/codex/1")
     with pytest.raises(UnknownStack, match="expected one of"):
         stack_of("aider")
+
+
+def fake_python(folder: Path, name: str, version: str, status: int = 0) -> Path:
+    """An executable that answers the version probe like an interpreter (or a broken shim)."""
+    exe = folder / name
+    exe.write_text(f"#!/bin/sh\necho {version}\nexit {status}\n")
+    exe.chmod(0o755)
+    return exe
+
+
+def test_find_python_runs_each_candidate(tmp_path, monkeypatch):
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert find_python(None) == find_python(here) == sys.executable
+    # a pyenv shim on PATH for a version pyenv has but does not select exits 127: skipped
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    fake_python(tmp_path, "python3.99", "3.99", status=127)
+    with pytest.raises(AgentNotInstalled, match="pyenv install 3.99.*A2RL_PYTHON"):
+        find_python("3.99")
+    pyenv = tmp_path / ".pyenv" / "versions" / "3.99.1" / "bin"
+    pyenv.mkdir(parents=True)
+    found = fake_python(pyenv, "python3.99", "3.99")
+    assert find_python("3.99") == str(found)
+    configured = fake_python(tmp_path, "mine", "3.99")
+    monkeypatch.setenv("A2RL_PYTHON", str(configured))
+    assert find_python("3.99") == str(configured)
+    monkeypatch.setenv("A2RL_PYTHON", str(tmp_path / "missing"))
+    assert find_python("3.99") == str(found)  # a bad setting does not hide a good one
+    monkeypatch.delenv("HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "nowhere"))
+    with pytest.raises(AgentNotInstalled, match="A2RL_PYTHON=.*missing is not a working"):
+        find_python("3.99")
 
 
 def test_install_stack_runs_the_commands_and_marks_the_version(tmp_path, monkeypatch):

@@ -120,6 +120,17 @@ def test_tool_call_ids_also_carry_the_position():
      "run_shell_command", {"command": "ls", "is_background": False}),
     ({"my_terminal": {"properties": {"command": {"type": "string"}}}},
      "my_terminal", {"command": "ls"}),
+    # OpenHands' terminal: a required security_risk enum (a free string fails its validation)
+    ({"terminal": {"properties": {"command": {"type": "string"},
+                                  "security_risk": {"type": "string",
+                                                    "enum": ["UNKNOWN", "LOW", "HIGH"]}},
+                   "required": ["command", "security_risk"]}},
+     "terminal", {"command": "ls", "security_risk": "UNKNOWN"}),
+    ({"terminal": {"properties": {"command": {"type": "string"},
+                                  "risk": {"$ref": "#/$defs/Risk"}},
+                   "$defs": {"Risk": {"enum": ["LOW", "HIGH"]}},
+                   "required": ["command", "risk"]}},
+     "terminal", {"command": "ls", "risk": "LOW"}),
 ])
 def test_shell_commands_use_the_agents_own_shell_tool(tools, picked, arguments):
     assert pick_shell_tool(tools) == picked
@@ -192,9 +203,10 @@ def test_the_server_speaks_all_four_protocols():
 
 # ------------------------------------------------------------------ real agents, end to end
 
-E2E_STACKS = ("mini_swe_agent", "claude_code", "codex", "gemini_cli", "opencode")
+E2E_STACKS = ("mini_swe_agent", "claude_code", "codex", "gemini_cli", "opencode", "openhands")
 PROTOCOL_OF = {"mini_swe_agent": OPENAI_CHAT, "claude_code": ANTHROPIC, "codex": OPENAI_RESPONSES,
-               "gemini_cli": GEMINI, "opencode": OPENAI_CHAT}
+               "gemini_cli": GEMINI, "opencode": OPENAI_CHAT,
+               "openhands": OPENAI_CHAT}
 HARNESS_SECRET = "sk-harness-only-secret"
 
 

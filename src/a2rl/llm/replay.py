@@ -120,9 +120,22 @@ def shell_arguments(schema: dict[str, Any], command: str) -> dict[str, Any]:
             args[name] = LONG_MS
     for name in schema.get("required") or []:
         if name not in args:
-            kind = (props.get(name) or {}).get("type")
-            args[name] = {"boolean": False, "integer": 0, "number": 0}.get(kind, "replay step")
+            args[name] = placeholder(schema, props.get(name) or {})
     return args
+
+
+def placeholder(schema: dict[str, Any], prop: dict[str, Any]) -> Any:
+    """A valid value for a required argument the script does not set: an enum's first value
+    (OpenHands' ``security_risk`` is one, often behind a ``$ref``), else one of its type."""
+    ref = prop.get("$ref", "")
+    if ref.startswith("#/"):
+        target: Any = schema
+        for part in ref[2:].split("/"):
+            target = target.get(part, {}) if isinstance(target, dict) else {}
+        prop = {**target, **{k: v for k, v in prop.items() if k != "$ref"}}
+    if prop.get("enum"):
+        return prop["enum"][0]
+    return {"boolean": False, "integer": 0, "number": 0}.get(prop.get("type"), "replay step")
 
 
 def pick_shell_tool(tools: dict[str, dict[str, Any]]) -> Optional[str]:

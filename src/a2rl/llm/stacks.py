@@ -313,6 +313,25 @@ class OpenHands(AgentStack):
                "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_TELEMETRY": "False"}
         return Launch(tee_transcript(argv, self._transcript(ctx)), env, OPENAI_CHAT)
 
+    def collect_transcript(self, agent_dir: Path, dest: Path) -> bool:
+        """The event lines of ``--json`` output: each agent-SDK event is one JSON object per
+        line among the CLI's own status messages and summary box (those stay in agent.log)."""
+        source = Path(agent_dir) / TRANSCRIPT
+        if not source.exists():
+            return False
+        with open(source, errors="replace") as raw, open(dest, "w") as out:
+            out.writelines(line for line in raw if line.startswith("{") and is_json(line))
+        source.unlink()
+        return True
+
+
+def is_json(line: str) -> bool:
+    try:
+        json.loads(line)
+    except ValueError:
+        return False
+    return True
+
 
 STACKS: dict[str, AgentStack] = {s.name: s for s in (ClaudeCode(), Codex(), GeminiCli(),
                                                       OpenCode(), MiniSweAgent(), OpenHands())}
@@ -331,20 +350,39 @@ def tools_dir(resources: Path, stack: str, version: str) -> Path:
     return (Path(root) if root else Path(resources) / "tools") / stack / version
 
 
+PYTHON_ENV = "A2RL_PYTHON"  # a configured interpreter for the pip stacks that need their own
+
+
+def python_version_of(candidate: str) -> Optional[str]:
+    """``candidate``'s "major.minor", or None when it does not run (e.g. a pyenv shim of a
+    version that is installed but not selected, which exits 127)."""
+    try:
+        done = subprocess.run([candidate, "-c", "import sys; print(*sys.version_info[:2], "
+                               "sep='.')"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
 def find_python(version: Optional[str]) -> str:
-    """An interpreter of ``version`` ("3.12"): the running one if it matches, else
-    python<version> on PATH, else a pyenv installation."""
-    if version is None or f"{sys.version_info.major}.{sys.version_info.minor}" == version:
+    """An interpreter of ``version`` ("3.12"): $A2RL_PYTHON, the running one, python<version>
+    on PATH, then pyenv's installations; the first that runs and is that version. Each is run
+    once to check it, since a pyenv shim is on PATH even when it cannot start that version."""
+    if version is None:
         return sys.executable
-    found = shutil.which(f"python{version}")
-    if found:
-        return found
+    configured = os.environ.get(PYTHON_ENV)
     pyenv = sorted(glob.glob(str(Path.home() / f".pyenv/versions/{version}.*/bin/python"
-                                                f"{version}")))
-    if pyenv:
-        return pyenv[-1]
-    raise AgentNotInstalled(f"Python {version} is needed and was not found (python{version} "
-                            f"on PATH or ~/.pyenv/versions/{version}.*)")
+                                                f"{version}")), reverse=True)
+    candidates = [configured, sys.executable, shutil.which(f"python{version}"), *pyenv]
+    for candidate in filter(None, candidates):
+        if python_version_of(candidate) == version:
+            return candidate
+    if configured:
+        raise AgentNotInstalled(f"${PYTHON_ENV}={configured} is not a working Python {version}")
+    raise AgentNotInstalled(
+        f"Python {version} is needed and none was found (tried ${PYTHON_ENV}, python{version} on "
+        f"PATH and ~/.pyenv/versions/{version}.*); install one (e.g. `pyenv install {version}`) "
+        f"or set {PYTHON_ENV} to its path")
 
 
 def install_stack(name: str, version: str, resources: Path, force: bool = False,

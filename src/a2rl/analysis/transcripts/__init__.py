@@ -13,8 +13,8 @@ A ``Transcript`` is a list of ``Turn``s in the order they happened:
 ``time`` is ISO 8601 UTC where the CLI stamps its lines (Codex does not). One function per
 native format reads a list of parsed JSON lines (``NORMALISERS``): Claude Code stream-json,
 Codex ``exec --json``, Gemini CLI stream-json, OpenCode ``run --format json``, mini-swe-agent's
-trajectory (as JSON lines) and OpenHands ``--headless --json`` (``--JSON Event--`` blocks of
-pretty-printed events, read by ``openhands_events``).
+trajectory (as JSON lines) and OpenHands ``--headless --json`` (its agent-SDK events, one JSON
+object per line).
 """
 
 from __future__ import annotations
@@ -43,12 +43,10 @@ NORMALISERS: dict[str, Callable[[list[dict]], list[Turn]]] = {
     "openhands": stacks.openhands}
 
 
-def read_lines(path: Path, stack: str) -> list[dict]:
-    """The JSON objects of a transcript file (OpenHands: its marked event blocks); lines that
-    are not JSON objects (a CLI's plain messages between them) are skipped."""
+def read_lines(path: Path) -> list[dict]:
+    """The JSON objects of a transcript file; lines that are not JSON objects (a CLI's plain
+    messages between them) are skipped."""
     text = Path(path).read_text(errors="replace")
-    if stack == "openhands":
-        return stacks.openhands_events(text)
     lines = []
     for raw in text.splitlines():
         try:
@@ -66,7 +64,7 @@ def normalise(stack: str, path: Path, calls: Optional[list[dict]] = None) -> Tra
     if stack not in NORMALISERS:
         raise TranscriptError(f"no transcript normaliser for stack {stack!r}; expected one of "
                               f"{sorted(NORMALISERS)}")
-    lines = read_lines(path, stack)
+    lines = read_lines(path)
     if not lines:
         raise TranscriptError(f"{path}: no JSON events of a {stack} transcript")
     transcript = Transcript(stack, NORMALISERS[stack](lines))

@@ -173,25 +173,6 @@ def mini_swe_agent(lines: list[dict]) -> list[Turn]:
     return turns
 
 
-def openhands_events(text: str) -> list[dict]:
-    """The events of ``openhands --headless --json`` output: each event is a line
-    ``--JSON Event--`` followed by the event's pretty-printed JSON; other lines (the CLI's
-    own messages) are skipped."""
-    decoder, events, cursor = json.JSONDecoder(), [], 0
-    marker = "--JSON Event--"
-    while (found := text.find(marker, cursor)) >= 0:
-        start = text.find("{", found)
-        if start < 0:
-            break
-        try:
-            event, cursor = decoder.raw_decode(text, start)
-        except ValueError:
-            cursor = start + 1
-            continue
-        events.append(event)
-    return events
-
-
 def openhands(lines: list[dict]) -> list[Turn]:
     """OpenHands agent-SDK events: MessageEvent (user or agent ``llm_message``), ActionEvent
     (``thought``, ``action`` with its ``command``, ``tool_call_id``, ``llm_response_id``),
