@@ -23,7 +23,7 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 from a2rl.common.files import iter_jsonl, read_json
-from a2rl.config.types import ConfigError, DriverConfig
+from a2rl.config.types import ConfigError, DriverConfig, PricesConfig
 from a2rl.grading import recording
 from a2rl.report.narrative import write_narrative
 from checkout import REPO, child_env
@@ -238,7 +238,8 @@ def test_narrative_is_optional_and_goes_through_the_driver(runs, tmp_path, monke
     try:
         driver = DriverConfig(name="stub", provider="openai", model="judge-1",
                               base_url=f"http://127.0.0.1:{server.server_port}/v1",
-                              api_key_env="A2RL_TEST_NARRATIVE_KEY")
+                              api_key_env="A2RL_TEST_NARRATIVE_KEY",
+                              prices=PricesConfig(free=True))
         monkeypatch.delenv("A2RL_TEST_NARRATIVE_KEY", raising=False)
         with pytest.raises(ConfigError, match="A2RL_TEST_NARRATIVE_KEY"):
             write_narrative(summary_md, driver)
