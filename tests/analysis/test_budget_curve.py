@@ -4,15 +4,27 @@ hand-made summaries whose areas can be worked out by hand."""
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
+import subprocess
+import sys
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from a2rl.analysis.budget_curve import GRID, auc, best_so_far, budget_curve, run_auc
-from a2rl.analysis.leaderboard import bootstrap_ci, curves_frame, leaderboard_frame
+from a2rl.analysis.leaderboard import (
+    bootstrap_ci,
+    build_leaderboard,
+    curves_frame,
+    leaderboard_frame,
+)
+from a2rl.common.layout import Layout, RunPaths
 from a2rl.common.records import SubmissionItem, Submissions
+from a2rl.config.types import PathsConfig
+from checkout import REPO, child_env
 
 LIMIT = 100.0  # seconds: an elapsed_s of 25 is 25 % of the budget
 BASELINE = 20.0
@@ -146,3 +158,33 @@ def test_early_agent_ranks_above_late_one_on_auc_with_equal_final_scores(run_of)
     assert board.loc["early", "auc_low"] > board.loc["late", "auc_high"]
     curves = curves_frame(runs)
     assert set(curves["series"]) == {"a/early/none", "a/late/none"}
+
+
+def test_dvc_draws_budget_curves_csv_with_the_band_template(run_of, tmp_path):
+    """dvc.yaml's plot of results/budget_curves.csv, as build_leaderboard writes it, renders
+    through the repository's template (.dvc/plots/budget_band.json) without errors."""
+    layout = Layout.from_paths(PathsConfig(root=str(tmp_path)))
+    runs = seeds(run_of, "sft", [10.0, 40.0]) + seeds(run_of, "noop", [90.0])
+    roots = []
+    for run in runs:
+        root = layout.run(run.task, run.agent, run.driver, run.seed).root
+        run.save(RunPaths(root).summary_json)
+        roots.append(root)
+    build_leaderboard(roots, layout)
+    shutil.copy(REPO / "dvc.yaml", tmp_path / "dvc.yaml")
+    subprocess.run([sys.executable, "-m", "dvc", "init", "--no-scm", "-q"], cwd=tmp_path,
+                   check=True, env=child_env())
+    shutil.copytree(REPO / ".dvc" / "plots", tmp_path / ".dvc" / "plots")
+    shown = subprocess.run([sys.executable, "-m", "dvc", "plots", "show", "--json"],
+                           cwd=tmp_path, capture_output=True, text=True, env=child_env())
+    plots = json.loads(shown.stdout)
+    path = str(layout.budget_curves_csv.relative_to(tmp_path))
+    assert [e for e in plots.get("errors", []) if e["name"] == path] == []
+    spec = plots["data"][path][0]["content"]
+    assert "<DVC_METRIC" not in json.dumps(spec)  # every anchor of the template filled
+    values = spec["data"]["values"]
+    assert {v["series"] for v in values} == {"a/sft/none", "a/noop/none"}
+    assert len(values) == 2 * len(GRID)
+    layers = spec["spec"]["layer"]
+    assert layers[0]["encoding"]["y2"]["field"] == "band_high"
+    assert layers[1]["encoding"]["y"]["field"] == "best_mean"
