@@ -125,6 +125,9 @@ def budget_curves_svg(curves, path: Path) -> Path:
     single seed, which has no spread to show)."""
     with plt.rc_context(STYLE):
         tasks = list(dict.fromkeys(curves["task"])) if len(curves) else []
+        # one colour per (agent, driver) in every panel
+        pairs = sorted(set(zip(curves["agent"], curves["driver"])))
+        colors = {pair: COLORS[i % len(COLORS)] for i, pair in enumerate(pairs)}
         fig, axes = plt.subplots(1, max(1, len(tasks)), figsize=(max(5.0, 4.2 * len(tasks)), 3.4),
                                  squeeze=False)
         for ax, task in zip(axes[0], tasks or [None]):
@@ -134,9 +137,8 @@ def budget_curves_svg(curves, path: Path) -> Path:
                 ax.set_axis_off()
                 continue
             rows = curves[curves["task"] == task]
-            for i, ((agent, driver), line) in enumerate(rows.groupby(["agent", "driver"],
-                                                                     sort=True)):
-                color = COLORS[i % len(COLORS)]
+            for (agent, driver), line in rows.groupby(["agent", "driver"], sort=True):
+                color = colors[(agent, driver)]
                 n = int(line["n_seeds"].iloc[0])
                 name = agent if driver == "none" else f"{agent} / {driver}"
                 label = f"{name} ({n} seeds)" if n > 1 else f"{name} (1 seed, no band)"
