@@ -294,8 +294,8 @@ class ProxiedJudge(OpenAIJudge):
         settings.base_url = proxy.url + "/v1"
         settings.api_key = proxy.dummy_key
         settings.model = driver.model
-        settings.price_in_per_mtok = driver.price_in_per_mtok
-        settings.price_out_per_mtok = driver.price_out_per_mtok
+        rates = driver.prices.rates()
+        settings.price_in_per_mtok, settings.price_out_per_mtok = rates.input, rates.output
         super().__init__(settings, template, sleep)
         self.id = f"api:{driver.model}:{settings.answer}"
 

@@ -146,12 +146,13 @@ class ChatClient:
             text = answer["choices"][0]["message"].get("content") or ""
             return parse(text), text
 
+        rates = self.driver.prices.rates()
         call = complete(self.http, f"{self.proxy.url}/v1/chat/completions",
                         {**request, "model": self.driver.model}, read,
                         who=f"the judge {self.driver.model}", fail=GradingUnavailable,
                         retries=self.retries, backoff_s=self.backoff_s,
-                        price_in_per_mtok=self.driver.price_in_per_mtok,
-                        price_out_per_mtok=self.driver.price_out_per_mtok, sleep=self.sleep)
+                        price_in_per_mtok=rates.input, price_out_per_mtok=rates.output,
+                        sleep=self.sleep)
         value, text = call.value
         return ChatAnswer(value, text, call.input_tokens, call.output_tokens, call.cost_usd,
                           call.attempts)

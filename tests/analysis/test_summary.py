@@ -190,11 +190,17 @@ def test_leaderboard_aggregates_seeds(tmp_path):
     assert sft["ci_low"] == pytest.approx(40.0) and sft["ci_high"] == pytest.approx(44.0)
     assert math.isnan(noop["ci_low"]) and math.isnan(noop["ci_high"])
     assert sft["cost_usd"] == 0.0 and sft["contaminated"] == 0
+    # both scored sft seeds left 30 at 10 s and 45 at 50 s of 480 s (baseline 20 before): the
+    # area is about 20 * 10/480 + 30 * 40/480 + 45 * 430/480 = 43.23 (trapezoid on a 1 % grid)
+    assert sft["auc"] == pytest.approx(43.175)
+    assert sft["auc_low"] == sft["auc_high"] == pytest.approx(43.175)
+    assert noop["auc"] == pytest.approx(20.0) and math.isnan(noop["auc_low"])
 
     csv = pd.read_csv(layout.leaderboard_csv)
     assert list(csv.columns) == ["task", "level", "agent", "driver", "n_seeds", "infra_failed",
                                  "final_mean",
-                                 "final_std", "ci_low", "ci_high", "baseline",
+                                 "final_std", "ci_low", "ci_high", "auc", "auc_low",
+                                 "auc_high", "baseline",
                                  "improvement_mean", "final_best", "cost_usd", "contaminated"]
     assert csv["final_mean"].tolist() == pytest.approx([42.0, 20.0])
     metrics = json.loads(layout.leaderboard_json.read_text())
@@ -203,13 +209,19 @@ def test_leaderboard_aggregates_seeds(tmp_path):
     assert metrics["levels"]["L1"]["sft"]["none"]["n_runs"] == 2
     assert metrics["levels"]["L1"]["sft"]["none"]["infra_failed"] == 1
     md = layout.leaderboard_md.read_text()
-    assert ("| gsm8k_arith | L1 | sft | none | 2 | 1 | 42.00 | 2.83 | 40.00 | 44.00 | 20.00 | "
-            "+22.00 | 44.00 | 0.0000 | 0 |") in md
-    assert "| gsm8k_arith | L1 | noop | none | 1 | 0 | 20.00 | – | – | – |" in md
+    assert ("| gsm8k_arith | L1 | sft | none | 2 | 1 | 42.00 | 2.83 | 40.00 | 44.00 | 43.17 | "
+            "43.17 | 43.17 | 20.00 | +22.00 | 44.00 | 0.0000 | 0 |") in md
+    assert "| gsm8k_arith | L1 | noop | none | 1 | 0 | 20.00 | – | – | – | 20.00 | – | – |" in md
     assert "## By level" in md
     levels = pd.read_csv(layout.leaderboard_levels_csv)
     assert list(levels["agent"]) == ["sft", "noop"]
     assert levels["improvement_mean"].tolist() == pytest.approx([22.0, 0.0])
+
+    curves = pd.read_csv(layout.budget_curves_csv)  # dvc.yaml's plot of it
+    assert set(curves["series"]) == {"gsm8k_arith/sft/none", "gsm8k_arith/noop/none"}
+    sft_curve = curves[curves["agent"] == "sft"]
+    assert (sft_curve["n_seeds"] == 2).all() and len(sft_curve) == 101
+    assert sft_curve["best_mean"].iloc[[0, -1]].tolist() == [20.0, 45.0]
 
     assert discover_run_roots(layout) == sorted(roots[:4])
 

@@ -260,7 +260,6 @@ def test_every_task_param_documents_itself(name):
     ("grid.seeds=[0,-2]", "grid.seeds=[0, -2]"),
     ("task.inference.torch_threads=-1", "inference.torch_threads=-1"),
     ("agent.torch_threads=-3", "agent.torch_threads=-3"),
-    ("driver.price_cached_in_per_mtok=-1", "price_cached_in_per_mtok=-1"),
 ])
 def test_values_the_old_schema_refused_fail_naming_the_key(override, message):
     with pytest.raises(ConfigError) as err:

@@ -23,7 +23,7 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 from a2rl.common.files import iter_jsonl, read_json
-from a2rl.config.types import ConfigError, DriverConfig
+from a2rl.config.types import ConfigError, DriverConfig, PricesConfig
 from a2rl.grading import recording
 from a2rl.report.narrative import write_narrative
 from checkout import REPO, child_env
@@ -99,10 +99,11 @@ def test_html_report_renders_in_headless_chromium(runs, browser):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     index = visible_check(browser, report / "index.html")
     assert index["h1"] == "Agent² RL-Bench report"
-    assert {"Leaderboard", "By level", "Runs"} <= set(index["h2"])
+    assert {"Leaderboard", "Score against budget", "By level", "Runs"} <= set(index["h2"])
     assert_page_is_whole(index)
     board = index["tables"][0]
     assert board[0][:4] == ["task", "level", "agent", "driver"] and "ci_low" in board[0]
+    assert board[0].index("auc") == board[0].index("ci_high") + 1  # next to the final score
     assert sorted(row[2] for row in board[1:]) == ["cheater", "noop", "sft"]
     runs_table = index["tables"][-1]
     assert len(runs_table) == 1 + 3
@@ -168,10 +169,11 @@ def test_dvc_shows_the_leaderboard_metrics_and_the_trajectories(runs, tmp_path):
     (root / "results").mkdir(parents=True)
     shutil.copy(REPO / "dvc.yaml", root / "dvc.yaml")
     results = runs["layout"].results
-    for name in ("leaderboard.json", "leaderboard.csv"):
+    for name in ("leaderboard.json", "leaderboard.csv", "budget_curves.csv"):
         shutil.copy(results / name, root / "results" / name)
     shutil.copytree(results / "report", root / "results" / "report")
     subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=root, check=True)
+    shutil.copytree(REPO / ".dvc" / "plots", root / ".dvc" / "plots")  # the band's template
     metrics = subprocess.run(["dvc", "metrics", "show", "--json"], cwd=root, env=child_env(),
                              capture_output=True, text=True, check=True).stdout
     [workspace] = json.loads(metrics).values()  # keyed "" without git, "workspace" with it
@@ -185,6 +187,11 @@ def test_dvc_shows_the_leaderboard_metrics_and_the_trajectories(runs, tmp_path):
     trajectory = data["results/report/trajectories/gsm8k_arith__sft__none__seed0.csv"][0]
     assert trajectory["content"]["encoding"]["x"]["field"] == "elapsed_s"
     assert [float(p["best_score"]) for p in trajectory["content"]["data"]["values"]]
+    [budget] = data["results/budget_curves.csv"]
+    curve = [v for v in budget["content"]["data"]["values"] if v["agent"] == "sft"]
+    assert curve[0]["fraction"] == "0.0000" and curve[-1]["fraction"] == "1.0000"
+    # one seed: the mean is the run's own curve, and there is no band to draw
+    assert {v["band_low"] for v in curve} == {""} and {v["n_seeds"] for v in curve} == {"1"}
 
 
 def test_snakemake_report_collects_the_rules_outputs(runs, tmp_path):
@@ -238,7 +245,8 @@ def test_narrative_is_optional_and_goes_through_the_driver(runs, tmp_path, monke
     try:
         driver = DriverConfig(name="stub", provider="openai", model="judge-1",
                               base_url=f"http://127.0.0.1:{server.server_port}/v1",
-                              api_key_env="A2RL_TEST_NARRATIVE_KEY")
+                              api_key_env="A2RL_TEST_NARRATIVE_KEY",
+                              prices=PricesConfig(free=True))
         monkeypatch.delenv("A2RL_TEST_NARRATIVE_KEY", raising=False)
         with pytest.raises(ConfigError, match="A2RL_TEST_NARRATIVE_KEY"):
             write_narrative(summary_md, driver)

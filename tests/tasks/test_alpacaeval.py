@@ -39,7 +39,13 @@ from a2rl.common.events import EventLog
 from a2rl.common.files import iter_jsonl
 from a2rl.common.layout import Layout, PreparedTaskPaths
 from a2rl.config.compose import compose
-from a2rl.config.types import ConfigError, DriverConfig, InferenceConfig, TaskConfig
+from a2rl.config.types import (
+    ConfigError,
+    DriverConfig,
+    InferenceConfig,
+    PricesConfig,
+    TaskConfig,
+)
 from a2rl.grading import client
 from a2rl.grading.grader import GraderSettings, GradingServer, GradingService
 from a2rl.grading.ledger import Ledger
@@ -384,7 +390,10 @@ def test_api_judge_goes_through_a_recording_proxy_and_stops_at_its_budget(tmp_pa
     calls = tmp_path / "judge_calls.jsonl"
     with FakeJudgeServer() as fake:
         driver = DriverConfig(name="fake", provider="openai_compatible", model="judge-model",
-                              base_url=fake.url, price_in_per_mtok=10.0, price_out_per_mtok=30.0)
+                              base_url=fake.url,
+                              prices=PricesConfig(input_per_mtok=10.0, cached_input_per_mtok=10.0,
+                                                  output_per_mtok=30.0, as_of="2026-12-01",
+                                                  source="https://judge.test/pricing"))
         proxy = harness_in(tmp_path).recording_proxy(driver, calls, 0.015, timeout_s=10.0)
         judge = CachedJudge(ProxiedJudge(driver, proxy, http_settings("")), None,
                             template_text(), max_usd=0.015, chunk=1)

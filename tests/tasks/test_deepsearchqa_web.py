@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse, Response
 
 from a2rl.common.files import iter_jsonl
 from a2rl.common.layout import Layout, PreparedTaskPaths
-from a2rl.config.types import DriverConfig, InferenceConfig, TaskConfig
+from a2rl.config.types import DriverConfig, InferenceConfig, PricesConfig, TaskConfig
 from a2rl.llm.loopback import LoopbackServer
 from a2rl.pipeline.harness import PipelineHarness
 from a2rl.task.base import GradingUnavailable, load_task
@@ -260,7 +260,10 @@ def judge_driver(fake: FakeJudge, **extra) -> DriverConfig:
     """A conf/driver/-style config of the fake judge (prices of 1 and 10 USD per M tokens)."""
     return DriverConfig(**{"name": "fake_judge", "provider": "openai_compatible",
                            "model": "judge-1", "base_url": f"{fake.server.url}/v1",
-                           "price_in_per_mtok": 1.0, "price_out_per_mtok": 10.0, **extra})
+                           "prices": PricesConfig(input_per_mtok=1.0, cached_input_per_mtok=1.0,
+                                                  output_per_mtok=10.0, as_of="2026-12-01",
+                                                  source="https://judge.test/pricing"),
+                           **extra})
 
 
 def make_judge(fake: FakeJudge, tmp_path: Path, driver: DriverConfig | None = None, **params):

@@ -57,6 +57,7 @@ rule build_leaderboard:
         md=str(PATHS.leaderboard_md),
         json=str(PATHS.leaderboard_json),
         levels=report(str(PATHS.leaderboard_levels_csv), category="Leaderboard"),
+        curves=report(str(PATHS.budget_curves_csv), category="Leaderboard"),
     log:
         str(PATHS.log("build_leaderboard", "leaderboard")),
     params:

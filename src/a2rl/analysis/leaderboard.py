@@ -5,17 +5,24 @@ per (level, agent, driver) aggregated over the level's tasks.
 Columns: task, level, agent, driver, n_seeds (runs scored), infra_failed (runs the harness
 failed: run.json status infra_failed, left out of every score and of n_seeds), final_mean and
 final_std (test score of the selected submission over seeds; std with ddof=1, empty for one
-seed), ci_low and
-ci_high (95 % percentile-bootstrap interval of final_mean over seeds, ``BOOTSTRAP`` resamples
-with a fixed seed; empty for one seed), baseline, improvement_mean (final - baseline),
-final_best (the best seed's final score), cost_usd (mean LLM cost per run; 0 without a driver),
-contaminated (runs whose integrity check flagged contamination). Scores are on the 0-100 scale.
+seed), ci_low and ci_high (95 % percentile-bootstrap interval of final_mean over seeds,
+``BOOTSTRAP`` resamples with a fixed seed; empty for one seed), auc with auc_low and auc_high
+(mean over seeds of the area under each run's best-so-far-against-budget curve, 0-100,
+``a2rl.analysis.budget_curve``, with its interval computed the same way), baseline,
+improvement_mean (final - baseline), final_best (the best seed's final score), cost_usd (mean
+LLM cost per run; 0 without a driver), contaminated (runs whose integrity check flagged
+contamination). Scores are on the 0-100 scale.
 Rows are sorted by task, then final_mean, best first.
 
 Level rows (level, agent, driver, n_tasks, n_runs, infra_failed, final_mean, improvement_mean,
 ci_low, ci_high, cost_usd, contaminated): means over the level's tasks of the per-task means,
 so every task weighs the same whatever its seed count; the interval is a stratified bootstrap
 of improvement_mean (seeds resampled within each task); n_runs counts scored runs only.
+
+The curves themselves, averaged over seeds on the budget grid with a pointwise bootstrap band
+(``curves_frame``; seeds resampled together over the whole curve, the band empty for one seed),
+go to results/budget_curves.csv, one row per (task, agent, driver, fraction): ``dvc plots
+show`` draws it, and so does the report.
 
 Written to results/leaderboard.csv, leaderboard_levels.csv, leaderboard.md and leaderboard.json
 (nested ``{task: {agent: {driver: {column: value}}}}`` plus ``{"levels": {level: {agent:
@@ -33,6 +40,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from a2rl.analysis.budget_curve import GRID, budget_curve, run_auc
 from a2rl.analysis.view import integrity_view
 from a2rl.common.files import write_json_atomic, write_text_atomic
 from a2rl.common.layout import Layout, RunPaths
@@ -43,9 +51,12 @@ log = logging.getLogger(__name__)
 
 KEYS = ["task", "level", "agent", "driver"]
 COLUMNS = [*KEYS, "n_seeds", "infra_failed", "final_mean", "final_std", "ci_low", "ci_high",
-           "baseline", "improvement_mean", "final_best", "cost_usd", "contaminated"]
-SCORE_COLUMNS = ["final_mean", "final_std", "ci_low", "ci_high", "baseline", "improvement_mean",
-                 "final_best"]
+           "auc", "auc_low", "auc_high", "baseline", "improvement_mean", "final_best", "cost_usd",
+           "contaminated"]
+SCORE_COLUMNS = ["final_mean", "final_std", "ci_low", "ci_high", "auc", "auc_low", "auc_high",
+                 "baseline", "improvement_mean", "final_best"]
+CURVE_COLUMNS = ["task", "level", "agent", "driver", "series", "fraction", "n_seeds",
+                 "best_mean", "band_low", "band_high"]
 LEVEL_KEYS = ["level", "agent", "driver"]
 LEVEL_COLUMNS = [*LEVEL_KEYS, "n_tasks", "n_runs", "infra_failed", "final_mean",
                  "improvement_mean", "ci_low", "ci_high", "cost_usd", "contaminated"]
@@ -81,16 +92,25 @@ def load_summaries(run_roots: Iterable[Path]) -> list[RunSummary]:
     return summaries
 
 
+def bootstrap_band(rows: np.ndarray, resamples: int = BOOTSTRAP, confidence: float = CONFIDENCE,
+                   seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile-bootstrap interval of the mean row of ``rows`` (one row per seed), column by
+    column, resampling whole rows; NaN columns for fewer than two rows (no interval to give)."""
+    rows = np.asarray(rows, dtype=float)
+    if len(rows) < 2:
+        return np.full(rows.shape[1], math.nan), np.full(rows.shape[1], math.nan)
+    rng = np.random.default_rng(seed)
+    means = rows[rng.integers(0, len(rows), size=(resamples, len(rows)))].mean(axis=1)
+    tail = (1 - confidence) / 2
+    return np.quantile(means, tail, axis=0), np.quantile(means, 1 - tail, axis=0)
+
+
 def bootstrap_ci(values: Iterable[float], resamples: int = BOOTSTRAP,
                  confidence: float = CONFIDENCE, seed: int = SEED) -> tuple[float, float]:
     """Percentile-bootstrap interval of the mean of ``values`` (NaN, NaN for fewer than two)."""
     x = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
-    if len(x) < 2:
-        return math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    means = x[rng.integers(0, len(x), size=(resamples, len(x)))].mean(axis=1)
-    tail = (1 - confidence) / 2
-    return float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))
+    low, high = bootstrap_band(x.reshape(-1, 1), resamples, confidence, seed)
+    return float(low[0]), float(high[0])
 
 
 def stratified_bootstrap_ci(groups: list[np.ndarray], resamples: int = BOOTSTRAP,
@@ -109,23 +129,25 @@ def stratified_bootstrap_ci(groups: list[np.ndarray], resamples: int = BOOTSTRAP
 
 
 INFRA_FAILED = "infra_failed"  # a RunSummary.status the harness's failure left
+RUN_SCORES = ["final", "auc", "baseline", "improvement", "cost"]  # NaN for an infra failure
 
 
 def runs_frame(summaries: Iterable[RunSummary]) -> pd.DataFrame:
-    """One row per run: the cell, final, baseline, improvement, cost, contamination flag and
-    whether the harness failed it (``infra``: its scores are NaN, so no aggregate uses them)."""
+    """One row per run: the cell, final, AUC, baseline, improvement, cost, contamination flag
+    and whether the harness failed it (``infra``: its scores are NaN, so no aggregate uses
+    them)."""
     runs = pd.DataFrame([{"task": s.task, "level": s.level, "agent": s.agent,
                           "driver": s.driver, "seed": s.seed, "final": s.final_score,
-                          "baseline": s.baseline, "improvement": s.improvement,
+                          "auc": run_auc(s), "baseline": s.baseline,
+                          "improvement": s.improvement,
                           "cost": s.cost_usd, "contaminated": integrity_view(s.integrity).flagged,
                           "infra": s.status == INFRA_FAILED}
                          for s in summaries],
-                        columns=[*KEYS, "seed", "final", "baseline", "improvement", "cost",
-                                 "contaminated", "infra"])
-    for column in ("final", "baseline", "improvement", "cost"):
+                        columns=[*KEYS, "seed", *RUN_SCORES, "contaminated", "infra"])
+    for column in RUN_SCORES:
         runs[column] = pd.to_numeric(runs[column], errors="coerce").astype(float)
     runs["infra"] = runs["infra"].astype(bool)
-    runs.loc[runs["infra"], ["final", "baseline", "improvement", "cost"]] = math.nan
+    runs.loc[runs["infra"], RUN_SCORES] = math.nan
     runs["contaminated"] = (runs["contaminated"].astype(bool) & ~runs["infra"]).astype(int)
     runs["scored"] = (~runs["infra"]).astype(int)
     return runs
@@ -139,20 +161,44 @@ def leaderboard_frame(summaries: Iterable[RunSummary]) -> pd.DataFrame:
     board = (runs.groupby(KEYS, sort=False, dropna=False)
              .agg(n_seeds=("scored", "sum"), infra_failed=("infra", "sum"),
                   final_mean=("final", "mean"),
-                  final_std=("final", "std"), baseline=("baseline", "mean"),
+                  final_std=("final", "std"), auc=("auc", "mean"),
+                  baseline=("baseline", "mean"),
                   improvement_mean=("improvement", "mean"), final_best=("final", "max"),
                   cost_usd=("cost", "mean"), contaminated=("contaminated", "sum"))
              .reset_index())
-    intervals = {key: bootstrap_ci(group["final"].tolist())
-                 for key, group in runs.groupby(KEYS, sort=False, dropna=False)}
-    board["ci_low"] = [intervals[tuple(r)][0] for r in board[KEYS].itertuples(index=False)]
-    board["ci_high"] = [intervals[tuple(r)][1] for r in board[KEYS].itertuples(index=False)]
+    for score, low, high in (("final", "ci_low", "ci_high"), ("auc", "auc_low", "auc_high")):
+        intervals = {key: bootstrap_ci(group[score].tolist())
+                     for key, group in runs.groupby(KEYS, sort=False, dropna=False)}
+        cells = list(board[KEYS].itertuples(index=False))
+        board[low] = [intervals[tuple(r)][0] for r in cells]
+        board[high] = [intervals[tuple(r)][1] for r in cells]
     board["n_seeds"] = board["n_seeds"].astype(int)
     board["infra_failed"] = board["infra_failed"].astype(int)
     board["contaminated"] = board["contaminated"].astype(int)
     board = board.sort_values(["task", "final_mean"], ascending=[True, False],
                               na_position="last", kind="stable")
     return board[COLUMNS].reset_index(drop=True)
+
+
+def curves_frame(summaries: Iterable[RunSummary]) -> pd.DataFrame:
+    """Best-so-far score against budget per (task, agent, driver): the mean over seeds of the
+    runs' curves (``a2rl.analysis.budget_curve``) on its grid, with the 95 % bootstrap band
+    (NaN for one seed); runs the harness failed and runs without a curve are left out."""
+    curves: dict[tuple, list[np.ndarray]] = {}
+    for s in summaries:
+        curve = None if s.status == INFRA_FAILED else budget_curve(s)
+        if curve is not None:
+            curves.setdefault((s.task, s.level, s.agent, s.driver), []).append(curve)
+    parts = []
+    for (task, level, agent, driver), rows in sorted(curves.items()):
+        low, high = bootstrap_band(np.stack(rows))
+        parts.append(pd.DataFrame({
+            "task": task, "level": level, "agent": agent, "driver": driver,
+            "series": f"{task}/{agent}/{driver}", "fraction": GRID, "n_seeds": len(rows),
+            "best_mean": np.mean(rows, axis=0), "band_low": low, "band_high": high}))
+    if not parts:
+        return pd.DataFrame(columns=CURVE_COLUMNS)
+    return pd.concat(parts, ignore_index=True)[CURVE_COLUMNS]
 
 
 def level_frame(summaries: Iterable[RunSummary]) -> pd.DataFrame:
@@ -228,8 +274,11 @@ def to_markdown(board: pd.DataFrame, levels: pd.DataFrame | None = None) -> str:
     blanks as '–')."""
     lines = ["# Leaderboard", "",
              "Test score of each run's selected submission (0-100), mean over seeds with a 95 % "
-             "bootstrap interval (ci_low, ci_high). Runs the harness failed (infra_failed) are "
-             "counted, not scored.", "", *_md_table(board, COLUMNS)]
+             "bootstrap interval (ci_low, ci_high). auc: the mean over the time budget of the "
+             "best score so far (the baseline before the first valid submission), 0-100, with "
+             "its interval (auc_low, auc_high); higher when the score came earlier. Runs the "
+             "harness failed (infra_failed) are counted, not scored.", "",
+             *_md_table(board, COLUMNS)]
     if board.empty:
         lines += ["", "No summarized runs yet."]
     if levels is not None and not levels.empty:
@@ -240,8 +289,8 @@ def to_markdown(board: pd.DataFrame, levels: pd.DataFrame | None = None) -> str:
 
 
 def build_leaderboard(run_roots: Iterable[Path], layout: Layout) -> pd.DataFrame:
-    """Aggregate the runs' summaries and write results/leaderboard.{csv,md,json} and
-    leaderboard_levels.csv."""
+    """Aggregate the runs' summaries and write results/leaderboard.{csv,md,json},
+    leaderboard_levels.csv and budget_curves.csv."""
     summaries = load_summaries(run_roots)
     board = leaderboard_frame(summaries)
     levels = level_frame(summaries)
@@ -249,5 +298,7 @@ def build_leaderboard(run_roots: Iterable[Path], layout: Layout) -> pd.DataFrame
     write_text_atomic(layout.leaderboard_levels_csv,
                       levels.to_csv(index=False, float_format="%.4f"))
     write_text_atomic(layout.leaderboard_md, to_markdown(board, levels))
+    write_text_atomic(layout.budget_curves_csv,
+                      curves_frame(summaries).to_csv(index=False, float_format="%.4f"))
     write_json_atomic(layout.leaderboard_json, to_metrics(board, levels))
     return board

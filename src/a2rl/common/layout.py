@@ -17,7 +17,7 @@ results/
       integrity.json          contamination and tamper checks (a2rl.analysis.integrity)
   models/{task}/{agent}/{driver}/seed{seed}/   each run's selected artifact, tracked by DVC
   report/                     the static HTML report (index.html, runs/, plots/, trajectories/)
-  leaderboard.csv leaderboard.md leaderboard.json leaderboard_levels.csv
+  leaderboard.csv leaderboard.md leaderboard.json leaderboard_levels.csv budget_curves.csv
   logs/{rule}/{name}.log      the Snakemake jobs' logs (name: a task, a model or a cell's path)
 resources/models/{model}/     prepared base models (HF folders), each with {model}.done beside it
 
@@ -200,6 +200,11 @@ class Layout:
     @property
     def leaderboard_levels_csv(self) -> Path:
         return self.results / "leaderboard_levels.csv"
+
+    @property
+    def budget_curves_csv(self) -> Path:
+        """Best-so-far score against budget per (task, agent, driver) (a2rl.analysis)."""
+        return self.results / "budget_curves.csv"
 
     def selected_model(self, task: str, agent: str, driver: str, seed: int | str) -> Path:
         """The selected artifact of a run, exported for DVC (selected.json, model/)."""

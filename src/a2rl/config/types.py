@@ -17,10 +17,11 @@ from omegaconf import OmegaConf
 from a2rl.common.hardware import PRECISIONS
 from a2rl.config.checks import ConfigError, require
 from a2rl.config.cluster import ClusterConfig, ResourcesConfig
+from a2rl.config.prices import PricesConfig
 
 # ConfigError is raised by every check here, importable from this module as before; the cluster
-# dataclasses are part of RunConfig
-__all__ = ["ClusterConfig", "ConfigError", "ResourcesConfig"]
+# and prices dataclasses are part of RunConfig
+__all__ = ["ClusterConfig", "ConfigError", "PricesConfig", "ResourcesConfig"]
 
 FEEDBACK_MODES = ("test", "validation")
 LEVELS = ("L1", "L2", "L3")
@@ -222,17 +223,14 @@ class DriverConfig:
     api_key_env: Optional[str] = field(default=None, metadata={
         "help": "Name of the environment variable holding the API key (never the key); read "
                 "by the harness's proxy only."})
-    price_in_per_mtok: float = field(default=0.0, metadata={
-        "help": "USD per million input tokens, for cost accounting."})
-    price_out_per_mtok: float = field(default=0.0, metadata={
-        "help": "USD per million output tokens, for cost accounting."})
     openai_base_url: Optional[str] = field(default=None, metadata={
         "help": "The provider's OpenAI-compatible endpoint; agents whose protocol the provider "
                 "does not speak are passed through or translated to OpenAI chat completions "
                 "there."})
-    price_cached_in_per_mtok: Optional[float] = field(default=None, metadata={
-        "help": "USD per million input tokens read from a prompt cache; null means the input "
-                "price."})
+    prices: PricesConfig = field(default_factory=PricesConfig, metadata={
+        "help": "USD per million input, cached-input and output tokens with the date and page "
+                "they were read from, or free: true (a2rl.config.prices); every provider but "
+                "none declares them."})
     script: Optional[str] = field(default=None, metadata={
         "help": "The replay driver's script (YAML turns), relative to paths.root; null uses "
                 "the packaged train-and-submit script."})
@@ -250,9 +248,8 @@ class DriverConfig:
                     f"driver {self.name!r} ({self.provider}) needs api_key_env")
         require(self.provider == "replay" or self.script is None,
                 f"driver {self.name!r}: only the replay provider takes a script")
-        for key in ("price_in_per_mtok", "price_out_per_mtok", "price_cached_in_per_mtok"):
-            value = getattr(self, key)
-            require(value is None or value >= 0, f"driver.{key}={value}; expected >= 0")
+        if self.provider != "none":  # no LLM, nothing to price
+            self.prices.check_for(self.name)
 
 
 @dataclass

@@ -85,13 +85,13 @@ def driver_session(cfg: RunConfig, run: RunPaths, events: EventLog) -> Iterator[
             base_url = server.url
             events.emit("replay_start", url=server.url, script=script.source,
                         turns=len(script.steps))
+        rates = cfg.driver.prices.rates()
         settings = ProxySettings(
             provider=cfg.driver.provider, model=cfg.driver.model or "replay",
             base_url=base_url or "", api_key=api_key(cfg),
             openai_base_url=cfg.driver.openai_base_url,
-            price_in_per_mtok=cfg.driver.price_in_per_mtok,
-            price_out_per_mtok=cfg.driver.price_out_per_mtok,
-            price_cached_in_per_mtok=cfg.driver.price_cached_in_per_mtok,
+            price_in_per_mtok=rates.input, price_out_per_mtok=rates.output,
+            price_cached_in_per_mtok=rates.cached_input,
             max_tokens=cfg.budget.llm_max_tokens, max_usd=cfg.budget.llm_max_usd)
         proxy = LLMProxy(settings, run.llm_calls, "a2rl-" + secrets.token_urlsafe(24),
                          on_exhausted=lambda totals: events.emit("llm_budget_exhausted",

@@ -33,12 +33,12 @@ class PipelineHarness:
         if not key and driver.provider in KEYED_PROVIDERS:
             raise GradingUnavailable(f"driver {driver.name!r} (a judge) needs its key in "
                                      f"${driver.api_key_env}")
+        rates = driver.prices.rates()
         settings = ProxySettings(
             provider=driver.provider, model=driver.model or driver.name,
             base_url=driver.base_url or "", api_key=key,
             openai_base_url=driver.openai_base_url,
-            price_in_per_mtok=driver.price_in_per_mtok,
-            price_out_per_mtok=driver.price_out_per_mtok,
-            price_cached_in_per_mtok=driver.price_cached_in_per_mtok, max_usd=max_usd,
+            price_in_per_mtok=rates.input, price_out_per_mtok=rates.output,
+            price_cached_in_per_mtok=rates.cached_input, max_usd=max_usd,
             timeout_s=timeout_s)
         return LLMProxy(settings, calls_log, "a2rl-judge-" + secrets.token_urlsafe(16)).start()

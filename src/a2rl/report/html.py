@@ -3,7 +3,9 @@ inline filter of a run page's transcript viewer (the page reads without it).
 
 results/report/
   index.html                 the leaderboard (95 % intervals), the level aggregates, a plot of
-                             final scores and a table of every run, each linking to its page
+                             final scores, the best score so far against the budget (mean
+                             over seeds with a bootstrap band) and a table of every run, each
+                             linking to its page
   runs/<task>__<agent>__<driver>__seed<k>.html
                              one run: outcome, score-vs-time trajectory, process metrics,
                              route, submissions with lineage, code revisions with their diffs,
@@ -37,6 +39,7 @@ from a2rl.analysis.leaderboard import (
     LEVEL_COLUMNS,
     SCORE_COLUMNS,
     _plain,
+    curves_frame,
     leaderboard_frame,
     level_frame,
     load_summaries,
@@ -46,7 +49,12 @@ from a2rl.common.files import write_text_atomic
 from a2rl.common.layout import Layout, RunPaths
 from a2rl.common.records import RunSummary
 from a2rl.report.html_parts import esc, fmt, integrity_badge, page, route_html, table
-from a2rl.report.plots import leaderboard_svg, trajectory_points, trajectory_svg
+from a2rl.report.plots import (
+    budget_curves_svg,
+    leaderboard_svg,
+    trajectory_points,
+    trajectory_svg,
+)
 from a2rl.report.run_page import run_page
 
 log = logging.getLogger(__name__)
@@ -100,7 +108,15 @@ def index_page(board: pd.DataFrame, levels: pd.DataFrame, summaries: list[RunSum
                        cls="leaderboard"),
                  '<figure><img src="plots/leaderboard.svg" alt="final test score by agent">'
                  "<figcaption class=\"muted\">Mean final test score with its 95 % interval; "
-                 "dashed: baseline.</figcaption></figure>"]
+                 "dashed: baseline.</figcaption></figure>",
+                 "<h2 id=\"budget\">Score against budget</h2>",
+                 '<figure><img src="plots/budget_curves.svg" alt="best score so far against '
+                 'the share of the time budget used">'
+                 "<figcaption class=\"muted\">Best score so far (feedback split; the baseline "
+                 "until the first valid submission) against the share of each run's time limit "
+                 "used: mean over seeds with its 95 % bootstrap band over seeds (none for a "
+                 "single seed). The auc column is the mean of each run's curve over the budget."
+                 "</figcaption></figure>"]
     if not levels.empty:
         numeric_levels = [i for i, c in enumerate(LEVEL_COLUMNS) if i >= 3]
         body += ["<h2 id=\"levels\">By level</h2>", table(LEVEL_COLUMNS, [
@@ -145,6 +161,7 @@ def build_report(run_roots: Iterable[Path], layout: Layout,
     board = leaderboard_frame(summaries)
     levels = level_frame(summaries)
     leaderboard_svg(board, out / "plots" / "leaderboard.svg")
+    budget_curves_svg(curves_frame(summaries), out / "plots" / "budget_curves.svg")
     for s in summaries:
         name = s.slug
         trajectory_svg(s, out / "plots" / f"{name}.svg")

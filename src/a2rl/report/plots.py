@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import matplotlib
+import numpy as np
 
+from a2rl.analysis.budget_curve import best_so_far
 from a2rl.common.records import RunSummary
 
 matplotlib.use("Agg")
@@ -27,15 +30,7 @@ def _save(fig, path: Path) -> Path:
 
 def trajectory_points(summary: RunSummary) -> list[dict[str, Any]]:
     """Valid submissions in time order with the running best: the trajectory's data."""
-    best = -math.inf
-    points = []
-    for s in summary.submissions.items:
-        if not s.valid or s.score is None:
-            continue
-        best = max(best, s.score)
-        points.append({"submission_id": s.id, "elapsed_s": s.elapsed_s, "score": s.score,
-                       "best_score": best})
-    return points
+    return [asdict(p) for p in best_so_far(summary.submissions.items)]
 
 
 def trajectory_svg(summary: RunSummary, path: Path) -> Path:
@@ -121,4 +116,45 @@ def leaderboard_svg(board, path: Path) -> Path:
             ax.set_title(task, fontsize=10)
             ax.set_ylabel("final test score")
             ax.grid(axis="y", alpha=0.3)
+        return _save(fig, path)
+
+
+def budget_curves_svg(curves, path: Path) -> Path:
+    """Best score so far against the share of the time budget used, one panel per task and a
+    line per (agent, driver): the mean over seeds with its 95 % bootstrap band (no band for a
+    single seed, which has no spread to show)."""
+    with plt.rc_context(STYLE):
+        tasks = list(dict.fromkeys(curves["task"])) if len(curves) else []
+        # one colour per (agent, driver) in every panel
+        pairs = sorted(set(zip(curves["agent"], curves["driver"])))
+        colors = {pair: COLORS[i % len(COLORS)] for i, pair in enumerate(pairs)}
+        fig, axes = plt.subplots(1, max(1, len(tasks)), figsize=(max(5.0, 4.2 * len(tasks)), 3.4),
+                                 squeeze=False)
+        for ax, task in zip(axes[0], tasks or [None]):
+            if task is None:
+                ax.text(0.5, 0.5, "no runs with a budget curve", ha="center",
+                        transform=ax.transAxes)
+                ax.set_axis_off()
+                continue
+            rows = curves[curves["task"] == task]
+            for (agent, driver), line in rows.groupby(["agent", "driver"], sort=True):
+                color = colors[(agent, driver)]
+                n = int(line["n_seeds"].iloc[0])
+                name = agent if driver == "none" else f"{agent} / {driver}"
+                label = f"{name} ({n} seeds)" if n > 1 else f"{name} (1 seed, no band)"
+                x = line["fraction"].to_numpy(dtype=float) * 100
+                ax.step(x, line["best_mean"], where="post", color=color, label=label)
+                low = line["band_low"].to_numpy(dtype=float)
+                high = line["band_high"].to_numpy(dtype=float)
+                band = ~(np.isnan(low) | np.isnan(high))
+                if band.any():
+                    ax.fill_between(x, low, high, where=band, step="post", color=color,
+                                    alpha=0.2, linewidth=0)
+            ax.set_xlim(0, 100)
+            ax.set_ylim(0, 100)
+            ax.set_title(task, fontsize=10)
+            ax.set_xlabel("share of the time budget used (%)")
+            ax.set_ylabel("best score so far")
+            ax.grid(alpha=0.3)
+            ax.legend(frameon=False, fontsize=7, loc="lower right")
         return _save(fig, path)
