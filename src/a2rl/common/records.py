@@ -225,6 +225,9 @@ class RunRecord(CellRecord):
     feedback: str | None = None  # split the grader scored on; None in runs before it was kept
     submissions: int | None = None  # ledger entries
     hardware: dict[str, Any] | None = None  # a2rl.common.hardware.describe(); None: older runs
+    # the agent's memory, process and tmpfs limits, what enforced each and the kernel's OOM
+    # kills (a2rl.isolation.limits.Confinement.record); None in runs before they were kept
+    resources: dict[str, Any] | None = recorded(written_if="resources", default=None)
     # an LLM agent's stack (a2rl.llm.drivers.StackRun)
     stack: str | None = recorded(written_if="stack", default=None)
     stack_version: str | None = recorded(written_if="stack", default=None)

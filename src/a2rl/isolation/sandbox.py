@@ -24,6 +24,7 @@ import secrets
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 from a2rl.isolation.bwrap import AGENT_SYSTEM, BwrapCommand, drop_to, python_paths
 
@@ -74,6 +75,7 @@ class Sandbox:
     # extra writable folders: path inside the sandbox -> host folder (an agent CLI's files)
     extra_rw: dict[str, Path] = field(default_factory=dict)
     host_uid: int = field(default_factory=agent_host_uid)
+    tmpfs_bytes: Optional[int] = None  # the size of each of /tmp and /dev/shm; None: the kernel's
 
     def __post_init__(self) -> None:
         if self.kind != "bwrap":
@@ -163,8 +165,9 @@ class Sandbox:
         bwrap.add("--dev", "/dev")
         for device in gpu_devices():
             bwrap.add("--dev-bind", device, device)
-        bwrap.add("--remount-ro", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm",
-                  "--perms", "1777", "--tmpfs", "/tmp",
+        size = ["--size", str(self.tmpfs_bytes)] if self.tmpfs_bytes else []
+        bwrap.add("--remount-ro", "/dev", "--perms", "1777", *size, "--tmpfs", "/dev/shm",
+                  "--perms", "1777", *size, "--tmpfs", "/tmp",
                   # a root harness cannot give bwrap's folder to the agent: it may write it
                   "--perms", "0777" if self.as_root else "0700", "--dir", HOME)
         bwrap.system(AGENT_SYSTEM)
