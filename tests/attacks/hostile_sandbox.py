@@ -119,7 +119,7 @@ def run_hostile(cell: Cell, program: str, *args: str, timeout_s: float = 60) -> 
     """Run ``PRELUDE + program`` as the cell's agent, under the cell's limits if it has any
     (as a2rl.pipeline.runner does); ``outcome.resources`` says how they were applied."""
     argv = cell.sandbox.command([sys.executable, "-c", PRELUDE + program, *args],
-                                {"PATH": "/usr/bin:/bin", "HOME": "/tmp/home"})
+                                {"PATH": "/usr/bin:/bin", "HOME": "/tmp/home"}, conceal=True)
     end = time.monotonic() + timeout_s
     if cell.limits is None:
         return run_until(argv, cell.sandbox.host_env({}), cell.workspace, cell.log,

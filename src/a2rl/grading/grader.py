@@ -116,7 +116,9 @@ class GradingService:
                         str(Path(settings.workspace)): settings.alias,
                         str(self.store.resolve()): "<store>", str(self.store): "<store>",
                         str(self.base_model.resolve()): f"{settings.alias}/base_model",
-                        str(self.base_model): f"{settings.alias}/base_model"}
+                        str(self.base_model): f"{settings.alias}/base_model",
+                        # the run's folder, the ledger's (it holds the results' path)
+                        str(self.ledger.path.parent.resolve()): "<run>"}
         # the submission being evaluated, on disk until it is recorded: a grader that dies
         # mid-evaluation leaves it, and the grader restarted on the same ledger records it
         self.inflight = self.ledger.path.with_name(self.ledger.path.stem + ".inflight.json")

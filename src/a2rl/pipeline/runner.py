@@ -24,7 +24,7 @@ from a2rl.grading.ledger import Ledger
 from a2rl.grading.recording import CodeRecorder
 from a2rl.isolation.limits import GIB, ResourceLimits, confine, limits_of
 from a2rl.isolation.procs import ProcessOutcome, run_until
-from a2rl.isolation.sandbox import HOME, Sandbox
+from a2rl.isolation.sandbox import HOME, TOOLS, Sandbox
 from a2rl.isolation.workspace import make_writable, provision_workspace, render_description
 from a2rl.llm.drivers import DriverKeyMissing, StackRun, check_driver, driver_session
 from a2rl.llm.proxy import LLMProxy, llm_totals
@@ -52,16 +52,17 @@ def fresh_run_dir(run: RunPaths) -> None:
     run.root.mkdir(parents=True)
 
 
-def write_tools(tools: Path, python: str) -> None:
-    """The read-only /opt/a2rl of the sandbox: the ``a2rl`` client and the reference agents."""
+def write_tools(tools: Path, python: str, view: str) -> None:
+    """The read-only /opt/a2rl of the sandbox (``view``: where the agent sees ``tools``): the
+    ``a2rl`` client and the reference agents. The launcher names ``view`` only: a host path
+    in it would tell the agent where the run lives."""
     (tools / "bin").mkdir(parents=True)
     (tools / "agents").mkdir()
     shutil.copy(resources.files("a2rl.grading").joinpath("client.py"), tools / "a2rl_client.py")
     for agent in resources.files("a2rl").joinpath("agents").iterdir():
         if agent.name.endswith(".py") and not agent.name.startswith("_"):
             shutil.copy(agent, tools / "agents" / agent.name)
-    launcher = (f"#!{python}\nimport sys\nsys.path.insert(0, {str(tools)!r})\n"
-                "sys.path.insert(0, '/opt/a2rl')\n"
+    launcher = (f"#!{python}\nimport sys\nsys.path.insert(0, {view!r})\n"
                 "from a2rl_client import main\nsys.exit(main())\n")
     (tools / "bin" / "a2rl").write_text(launcher)
     (tools / "bin" / "a2rl").chmod(0o755)
@@ -229,7 +230,7 @@ def set_up_cell(cfg: RunConfig, run: RunPaths, split_name: str,
                 stack_run: Optional[StackRun]) -> Cell:
     """The sandbox's tools and grader folder, the sandbox, the budget clock and the event log."""
     tools = run.root / "tools"
-    write_tools(tools, sys.executable)
+    write_tools(tools, sys.executable, TOOLS if cfg.sandbox == "bwrap" else str(tools))
     grader_dir = Path(tempfile.mkdtemp(prefix="a2rl-grader-"))
     grader_dir.chmod(0o755)
     limits = limits_of(cfg.budget)
@@ -311,7 +312,7 @@ def run_in_sandbox(cell: Cell, command: list[str], env: dict[str, str],
     """Start the clock and run the agent in its sandbox until it exits or a budget ends."""
     cfg, clock, events = cell.cfg, cell.clock, cell.events
     with confine(cell.limits, cell.sandbox) as confinement:
-        argv = confinement.wrap(cell.sandbox.command(command, env))
+        argv = confinement.wrap(cell.sandbox.command(command, env, conceal=True))
         clock.start()
         events.emit("agent_start", agent=cfg.agent.name, driver=cfg.driver.name,
                     sandbox=cfg.sandbox, command=command, resources=confinement.record())
