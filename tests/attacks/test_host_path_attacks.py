@@ -105,6 +105,8 @@ def test_no_host_path_of_the_repository_or_results_is_readable(tmp_path):
     assert result["mountinfo"] == [], result["mountinfo"]
     assert set(result["mount_roots"]) <= set(FROM_RUN) | pointers(result), result["mount_roots"]
     assert all(root.startswith(str(cell.run)) for root in result["mount_roots"].values())
+    # bwrap's options (the environment, a run's token) were read from a file it removed
+    assert not (cell.run / "sandbox-etc" / "bwrap.args").exists()
 
 
 def test_home_path_is_readable_only_where_the_python_installation_lives(tmp_path):

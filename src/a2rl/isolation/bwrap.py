@@ -88,7 +88,7 @@ class BwrapCommand:
         options that must come last, then a program that execs the rest) when there is one.
         With ``args_file`` the options so far (mounts, environment) are written there and bwrap
         reads them from a descriptor (``--args``): its command line, which the sandbox sees as
-        /proc/1/cmdline, then names no host path."""
+        /proc/1/cmdline, then names no host path. The file is removed as bwrap starts."""
         wrapper = list(wrapper)
         rest = ["--chdir", chdir, *(wrapper or ["--"]), *argv]
         if args_file is None:
@@ -96,7 +96,9 @@ class BwrapCommand:
         fd = os.open(args_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as out:
             out.write(b"".join(arg.encode() + b"\0" for arg in self.args[1:]))
-        return ["sh", "-c", 'exec bwrap --args 3 "$@" 3<"$0"', str(args_file), *rest]
+        # the file is opened, removed (it holds the environment: the run's token) and read by bwrap
+        return ["sh", "-c", 'exec 3<"$0" && rm -f "$0" && exec bwrap --args 3 "$@"',
+                str(args_file), *rest]
 
 
 def drop_to(uid: int) -> list[str]:
