@@ -35,13 +35,15 @@ def render_template(model_dir: Path) -> EvalResult:
 class Rig:
     """One run's grader on a real unix socket, with the host secrets it must not leak."""
 
-    def __init__(self, tmp_path: Path, tiny_model: Path, **limits):
+    def __init__(self, tmp_path: Path, tiny_model: Path, evaluate=render_template, **limits):
+        """A grader over ``tmp_path``; a second one over the same folder (a restarted grader)
+        resumes its ledger and store."""
         self.tmp = tmp_path
         self.ws = tmp_path / "run" / "workspace"
         for area in ("output", "code", "data", "base_model"):
-            (self.ws / area).mkdir(parents=True)
+            (self.ws / area).mkdir(parents=True, exist_ok=True)
         self.sealed = tmp_path / "sealed"
-        self.sealed.mkdir()
+        self.sealed.mkdir(exist_ok=True)
         (self.sealed / SEALED_NAME).write_text(json.dumps({"question": SEALED}) + "\n")
         (self.sealed / "config.json").write_text(json.dumps({"note": SEALED}))
         self.tiny = tiny_model
@@ -53,10 +55,10 @@ class Rig:
             store=run / "store", base_model=tiny_model, alias="/workspace",
             mirror=self.ws / "scores.json", evals=run / "evals",
             **({"invalid_per_minute": 10_000.0} | limits))
-        self.service = GradingService(settings, evaluate=render_template,
+        self.service = GradingService(settings, evaluate=evaluate,
                                       ledger=Ledger(run / "ledger.jsonl"), clock=self.clock,
                                       events=EventLog(run / "events.jsonl", self.clock))
-        (tmp_path / "sock").mkdir()
+        (tmp_path / "sock").mkdir(exist_ok=True)
         self.server = GradingServer(self.service, TOKEN, tmp_path / "sock" / "grader.sock")
 
     def post(self, model_path, timeout: float = 60.0) -> tuple[int, dict]:

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from a2rl.isolation.limits import ResourceLimits, confine
 from a2rl.isolation.procs import ProcessOutcome, run_until
 from a2rl.isolation.sandbox import Sandbox
 from a2rl.isolation.workspace import provision_workspace
@@ -55,6 +56,7 @@ class Cell:
     root: Path  # what stands for the repository's results/
     run: Path
     sandbox: Sandbox
+    limits: ResourceLimits | None = None  # the budget's memory, processes and tmpfs, if any
 
     @property
     def workspace(self) -> Path:
@@ -82,7 +84,7 @@ class Attack:
     outcome: ProcessOutcome
 
 
-def make_cell(tmp: Path) -> Cell:
+def make_cell(tmp: Path, limits: ResourceLimits | None = None) -> Cell:
     root = tmp / "results"
     prepared = root / "prepared" / "t"
     (prepared / "data").mkdir(parents=True)
@@ -99,21 +101,34 @@ def make_cell(tmp: Path) -> Cell:
     for sub in ("tools/bin", "grader"):
         (run / sub).mkdir(parents=True)
     (run / "tools" / "bin" / "a2rl").write_text("#!/bin/sh\n")
-    sandbox = Sandbox("bwrap", run / "workspace", run / "tools", run / "grader")
-    return Cell(root, run, sandbox)
+    sandbox = Sandbox("bwrap", run / "workspace", run / "tools", run / "grader",
+                      tmpfs_bytes=limits.tmpfs_bytes if limits else None)
+    return Cell(root, run, sandbox, limits)
 
 
 def attack(cell: Cell, program: str, *args: str, timeout_s: float = 60) -> Attack:
     """Run ``PRELUDE + program`` as the cell's agent; its last output line is its report."""
-    argv = cell.sandbox.command([sys.executable, "-c", PRELUDE + program, *args],
-                                {"PATH": "/usr/bin:/bin", "HOME": "/tmp/home"})
-    end = time.monotonic() + timeout_s
-    outcome = run_until(argv, cell.sandbox.host_env({}), cell.workspace, cell.log,
-                        lambda: end - time.monotonic(), grace_s=1.0)
+    outcome = run_hostile(cell, program, *args, timeout_s=timeout_s)
     log = cell.log.read_text(errors="replace")
     lines = log.strip().splitlines()
     assert outcome.exit_code == 0 and lines, f"the program failed ({outcome}):\n{log[-3000:]}"
     return Attack(json.loads(lines[-1]), log, outcome)
+
+
+def run_hostile(cell: Cell, program: str, *args: str, timeout_s: float = 60) -> ProcessOutcome:
+    """Run ``PRELUDE + program`` as the cell's agent, under the cell's limits if it has any
+    (as a2rl.pipeline.runner does); ``outcome.resources`` says how they were applied."""
+    argv = cell.sandbox.command([sys.executable, "-c", PRELUDE + program, *args],
+                                {"PATH": "/usr/bin:/bin", "HOME": "/tmp/home"}, conceal=True)
+    end = time.monotonic() + timeout_s
+    if cell.limits is None:
+        return run_until(argv, cell.sandbox.host_env({}), cell.workspace, cell.log,
+                         lambda: end - time.monotonic(), grace_s=1.0)
+    with confine(cell.limits, cell.sandbox) as confinement:
+        outcome = run_until(confinement.wrap(argv), cell.sandbox.host_env({}), cell.workspace,
+                            cell.log, lambda: end - time.monotonic(), grace_s=1.0)
+        outcome.resources = confinement.record()
+    return outcome
 
 
 def assert_refused(result: dict, *names: str) -> None:

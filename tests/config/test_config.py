@@ -134,6 +134,9 @@ def test_gsm8k_params_are_the_tasks_own():
 @pytest.mark.parametrize(("override", "key"), [
     ("budget.time_limit_s=-1", "budget.time_limit_s"),
     ("budget.max_submissions=0", "budget.max_submissions"),
+    ("budget.memory_gb=0", "budget.memory_gb"),
+    ("budget.max_processes=4", "budget.max_processes"),
+    ("budget.tmpfs_gb=-1", "budget.tmpfs_gb"),
     ("task.feedback=foo", "task.feedback"),
     ("task.level=L9", "task.level"),
     ("task.model.source=ftp", "model.source"),

@@ -122,7 +122,7 @@ def _nested(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------ ledger
 
-GradingFailure = Literal["judge_failed", "eval_timeout"]
+GradingFailure = Literal["judge_failed", "eval_timeout", "interrupted"]
 
 
 @dataclass(frozen=True, kw_only=True, config=STRICT)
@@ -156,8 +156,9 @@ class LedgerEntry(Codec):
     # what grading cost outside the model (a judge's calls, tokens, USD), never the agent's
     grading_usage: dict[str, Any] | None = recorded(written_if="grading_usage", default=None)
     # grading failed for a reason outside the submission, an infrastructure failure, not the
-    # agent's, and the submission is not used up: judge_failed (a judge outage) or
-    # eval_timeout (the evaluation ran past the budget's eval_timeout_s and was abandoned)
+    # agent's, and the submission is not used up: judge_failed (a judge outage),
+    # eval_timeout (the evaluation ran past the budget's eval_timeout_s and was abandoned) or
+    # interrupted (the grader died while evaluating it; recorded by the restarted grader)
     status: GradingFailure | None = recorded(written_if="status", default=None)
 
     def __post_init__(self) -> None:
@@ -170,7 +171,7 @@ class LedgerEntry(Codec):
                       if f.metadata["written_if"] in ("valid", "grading_usage")
                       and getattr(self, f.name) is not None]
             if self.artifact_hash is not None and self.status is None:
-                scored.append("artifact_hash (only a judge_failed or eval_timeout one has)")
+                scored.append("artifact_hash (only a grading failure's entry has one)")
             if scored:
                 raise ValueError(f"a rejected submission has no {', '.join(scored)}")
 
@@ -225,6 +226,9 @@ class RunRecord(CellRecord):
     feedback: str | None = None  # split the grader scored on; None in runs before it was kept
     submissions: int | None = None  # ledger entries
     hardware: dict[str, Any] | None = None  # a2rl.common.hardware.describe(); None: older runs
+    # the agent's memory, process and tmpfs limits, what enforced each and the kernel's OOM
+    # kills (a2rl.isolation.limits.Confinement.record); None in runs before they were kept
+    resources: dict[str, Any] | None = recorded(written_if="resources", default=None)
     # an LLM agent's stack (a2rl.llm.drivers.StackRun)
     stack: str | None = recorded(written_if="stack", default=None)
     stack_version: str | None = recorded(written_if="stack", default=None)
@@ -299,7 +303,7 @@ class SubmissionItem(Codec):
     artifact_bytes: int | None
     equals_base: bool | None
     code_commit: str | None
-    status: str | None  # judge_failed, eval_timeout: grading's failure, not the agent's
+    status: str | None  # judge_failed, eval_timeout, interrupted: grading's, not the agent's
     parent: str | None  # "base", "submission-<id>" or None (a2rl.grading.recording)
     methods: list[str]
 

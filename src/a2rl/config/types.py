@@ -284,6 +284,16 @@ class BudgetConfig:
     invalid_per_minute: float = field(default=30.0, metadata={
         "help": "Invalid submissions the grader processes a minute (a burst of as many); "
                 "past it requests are refused up front with 429."})
+    memory_gb: Optional[float] = field(default=None, metadata={
+        "help": "GiB of memory all the agent's processes may use together (files in its /tmp "
+                "and /dev/shm included); past it the kernel kills one. null: three quarters of "
+                "the machine's memory, the rest left to the harness and the grader "
+                "(a2rl.isolation.limits)."})
+    max_processes: int = field(default=4096, metadata={
+        "help": "Processes and threads the agent may have at once (a fork bomb stops here)."})
+    tmpfs_gb: float = field(default=4.0, metadata={
+        "help": "GiB each of the sandbox's /tmp and /dev/shm holds; a write past it fails "
+                "with ENOSPC."})
 
     def __post_init__(self) -> None:
         require(self.time_limit_s > 0, f"budget.time_limit_s={self.time_limit_s}; expected > 0")
@@ -301,6 +311,12 @@ class BudgetConfig:
                 f"budget.max_invalid_submissions={self.max_invalid_submissions}; expected >= 1")
         require(self.invalid_per_minute > 0,
                 f"budget.invalid_per_minute={self.invalid_per_minute}; expected > 0")
+        require(self.memory_gb is None or self.memory_gb > 0,
+                f"budget.memory_gb={self.memory_gb}; expected > 0 or null")
+        require(self.max_processes >= 16,
+                f"budget.max_processes={self.max_processes}; expected >= 16 (the sandbox "
+                "itself takes a few)")
+        require(self.tmpfs_gb > 0, f"budget.tmpfs_gb={self.tmpfs_gb}; expected > 0")
 
 
 @dataclass

@@ -65,6 +65,13 @@ def status(**kwargs) -> tuple[int, dict]:
     return request("GET", "/status", **kwargs)
 
 
+# the grader did not answer: it is restarting, or its process died; a submission it was grading
+# is recorded as "interrupted" and does not count. Exit status 75 (EX_TEMPFAIL): try again.
+RETRY_EXIT = 75
+UNREACHABLE = (ConnectionError, FileNotFoundError, http.client.RemoteDisconnected,
+               http.client.IncompleteRead, socket.timeout)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="a2rl", description="Talk to this run's grader.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -72,7 +79,13 @@ def main(argv: list[str] | None = None) -> int:
     p_submit.add_argument("path", help="folder under output/ or code/, e.g. output/ckpt-1")
     sub.add_parser("status", help="baseline, best score, submissions and time left")
     args = parser.parse_args(argv)
-    code, body = submit(args.path) if args.command == "submit" else status()
+    try:
+        code, body = submit(args.path) if args.command == "submit" else status()
+    except UNREACHABLE as err:
+        print(f"the grader is not answering ({type(err).__name__}); it may be restarting: "
+              "retry in a few seconds. A submission it was grading when it stopped is "
+              "recorded as interrupted and does not count: submit it again.", file=sys.stderr)
+        return RETRY_EXIT
     print(json.dumps(body, indent=2))
     if code != 200:
         print(f"grader answered {code}: {body.get('error', body)}", file=sys.stderr)

@@ -15,7 +15,7 @@ from typing import Any, Optional
 from a2rl.common.beneath import Limits
 from a2rl.common.clock import BudgetClock
 from a2rl.common.events import EventLog
-from a2rl.common.files import write_json_atomic
+from a2rl.common.files import read_json, utc_now, write_json_atomic
 from a2rl.common.records import ANSWER, LedgerEntry
 from a2rl.grading.artifacts import (
     Evaluator,
@@ -40,6 +40,11 @@ from a2rl.grading.recording import CodeRecorder
 from a2rl.grading.server import GradingServer, create_app  # noqa: F401 (callers' import)
 from a2rl.models.submission import InvalidSubmission
 from a2rl.task.base import GradingUnavailable
+
+# what the agent reads in the ledger and scores.json about a submission the grader was evaluating
+# when it died (a2rl.grading.grader.GradingService.recover)
+INTERRUPTED = ("the grader stopped while evaluating this submission and was restarted (not your "
+               "submission's fault; it does not count): submit it again")
 
 
 class GradingFailed(RuntimeError):
@@ -111,9 +116,33 @@ class GradingService:
                         str(Path(settings.workspace)): settings.alias,
                         str(self.store.resolve()): "<store>", str(self.store): "<store>",
                         str(self.base_model.resolve()): f"{settings.alias}/base_model",
-                        str(self.base_model): f"{settings.alias}/base_model"}
+                        str(self.base_model): f"{settings.alias}/base_model",
+                        # the run's folder, the ledger's (it holds the results' path)
+                        str(self.ledger.path.parent.resolve()): "<run>"}
+        # the submission being evaluated, on disk until it is recorded: a grader that dies
+        # mid-evaluation leaves it, and the grader restarted on the same ledger records it
+        self.inflight = self.ledger.path.with_name(self.ledger.path.stem + ".inflight.json")
+        self.recover()
         if self.mirror is not None:
             self.ledger.write_mirror(self.mirror, settings.baseline)
+
+    def recover(self) -> None:
+        """Record the submission a previous grader on this ledger was evaluating when it died
+        as ``interrupted`` (not counted, like judge_failed; its artifact stays in the store);
+        nothing to do when it finished, or got as far as recording it."""
+        if not self.inflight.exists():
+            return
+        pending = read_json(self.inflight)
+        recorded = any(e.artifact_hash == pending["artifact_hash"] and e.time >= pending["started"]
+                       for e in self.ledger.entries)
+        if not recorded:
+            entry = self.ledger.append(
+                model_path=pending["model_path"], valid=False, error=INTERRUPTED,
+                status_code=503, elapsed_s=pending["elapsed_s"], status="interrupted",
+                artifact_hash=pending["artifact_hash"])
+            self.events.emit("grader_recovered", submission_id=entry.submission_id,
+                             artifact_hash=entry.artifact_hash)
+        self.inflight.unlink()
 
     # -- public -------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
@@ -135,24 +164,30 @@ class GradingService:
     def submit(self, model_path: object) -> tuple[int, dict[str, Any]]:
         """Grade one submission; returns (HTTP status, body). Never raises for bad input."""
         with self._turn:
-            wait = self.limiter.wait_s()
-            if wait > 0:  # refused before any reading: a flood costs the grader nothing
-                return 429, self._reject(model_path, (
-                    f"too many invalid submissions (at most {self.settings.invalid_per_minute:g}"
-                    f" a minute); retry in {wait:.0f} s"), 429, spend=False)
             try:
-                return 200, self._grade(model_path)
-            except InvalidSubmission as err:
-                status = getattr(err, "status", 422)
-                return status, self._reject(model_path, str(err), status)
-            except GradingFailed as err:
-                code = 504 if err.status == "eval_timeout" else 503
-                return code, self._reject(model_path, f"grading failed (not your submission's "
-                                                      f"fault; it does not count): {err}", code,
-                                          failed=(err.status, err.artifact_hash))
-            except Exception as err:  # a harness fault must not take the server down
-                return 500, self._reject(model_path, f"internal grader error: "
-                                                     f"{type(err).__name__}: {err}", 500)
+                return self._submit(model_path)
+            finally:  # recorded now, whatever the outcome: no longer in flight
+                self.inflight.unlink(missing_ok=True)
+
+    def _submit(self, model_path: object) -> tuple[int, dict[str, Any]]:
+        wait = self.limiter.wait_s()
+        if wait > 0:  # refused before any reading: a flood costs the grader nothing
+            return 429, self._reject(model_path, (
+                f"too many invalid submissions (at most {self.settings.invalid_per_minute:g}"
+                f" a minute); retry in {wait:.0f} s"), 429, spend=False)
+        try:
+            return 200, self._grade(model_path)
+        except InvalidSubmission as err:
+            status = getattr(err, "status", 422)
+            return status, self._reject(model_path, str(err), status)
+        except GradingFailed as err:
+            code = 504 if err.status == "eval_timeout" else 503
+            return code, self._reject(model_path, f"grading failed (not your submission's "
+                                                  f"fault; it does not count): {err}", code,
+                                      failed=(err.status, err.artifact_hash))
+        except Exception as err:  # a harness fault must not take the server down
+            return 500, self._reject(model_path, f"internal grader error: "
+                                                 f"{type(err).__name__}: {err}", 500)
 
     # -- steps --------------------------------------------------------------------------------
     def _grade(self, model_path: object) -> dict[str, Any]:
@@ -174,6 +209,13 @@ class GradingService:
         if digest == self.settings.base_hash and self.settings.base_scored:
             return self._record(model_path, digest, self.settings.base_scored, cached=True,
                                 extra=extra)
+        write_json_atomic(self.inflight, {
+            "model_path": clipped(model_path), "artifact_hash": digest, "started": utc_now(),
+            "elapsed_s": round(self.clock.elapsed(), 3)})
+        return self._evaluate(model_path, digest, artifact, extra)
+
+    def _evaluate(self, model_path: object, digest: str, artifact: Path,
+                  extra: dict[str, Any]) -> dict[str, Any]:
         try:
             result, seconds = score_artifact(artifact, self.base_model, self.evaluate,
                                              self.clock, self.settings.eval_timeout_s)

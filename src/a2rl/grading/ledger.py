@@ -7,6 +7,7 @@ from it, and a restarted grader resumes from it. Its entries are
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Any, Optional
@@ -21,6 +22,7 @@ class Ledger:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self.entries: list[LedgerEntry] = read_ledger(self.path)
+        end_torn_line(self.path)
 
     def append(self, **fields: Any) -> LedgerEntry:
         """Number the entry, stamp it, write it durably (fsync) and return it."""
@@ -63,3 +65,17 @@ class Ledger:
                                  "best_submission_id": best.submission_id if best else None,
                                  "submissions": [e.shown_in(MIRROR) for e in self.entries]},
                           mode=0o444)
+
+
+def end_torn_line(path: Path) -> None:
+    """End a line torn by a crash mid-write (a grader killed while appending), so that the
+    next entry starts a line of its own instead of joining the torn one (and being lost with
+    it); readers skip the torn line."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with path.open("rb+") as fh:
+        fh.seek(-1, 2)
+        if fh.read(1) != b"\n":
+            fh.write(b"\n")
+            fh.flush()
+            os.fsync(fh.fileno())

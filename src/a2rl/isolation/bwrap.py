@@ -82,11 +82,23 @@ class BwrapCommand:
             self.add("--setenv", key, value)
         return self
 
-    def run(self, chdir: str, argv: Iterable[str], wrapper: Iterable[str] = ()) -> list[str]:
+    def run(self, chdir: str, argv: Iterable[str], wrapper: Iterable[str] = (),
+            args_file: Path | None = None) -> list[str]:
         """The finished command: ``argv`` in ``chdir``, started through ``wrapper`` (bwrap
-        options that must come last, then a program that execs the rest) when there is one."""
+        options that must come last, then a program that execs the rest) when there is one.
+        With ``args_file`` the options so far (mounts, environment) are written there and bwrap
+        reads them from a descriptor (``--args``): its command line, which the sandbox sees as
+        /proc/1/cmdline, then names no host path. The file is removed as bwrap starts."""
         wrapper = list(wrapper)
-        return [*self.args, "--chdir", chdir, *(wrapper or ["--"]), *argv]
+        rest = ["--chdir", chdir, *(wrapper or ["--"]), *argv]
+        if args_file is None:
+            return [*self.args, *rest]
+        fd = os.open(args_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(b"".join(arg.encode() + b"\0" for arg in self.args[1:]))
+        # the file is opened, removed (it holds the environment: the run's token) and read by bwrap
+        return ["sh", "-c", 'exec 3<"$0" && rm -f "$0" && exec bwrap --args 3 "$@"',
+                str(args_file), *rest]
 
 
 def drop_to(uid: int) -> list[str]:
@@ -132,6 +144,44 @@ def hidden_package_dirs() -> list[str]:
             if any(resolved.startswith(v + "/") for v in visible):
                 found.add(resolved)
     return sorted(found)
+
+
+def install_pointers(roots: Iterable[str]) -> list[str]:
+    """Files in the site-packages under ``roots`` that point outside them, to a source checkout:
+    an editable install's ``__editable__*`` finder and .pth, ``.egg-link`` files, a .pth naming
+    a folder outside ``roots``, a ``direct_url.json`` naming a local folder. The sandbox sees
+    them empty: they would tell the agent where the repository is (and import from it)."""
+    roots = [str(r).rstrip("/") for r in roots]
+    found = []
+    for folder in _site_folders(roots):
+        for entry in folder.iterdir():
+            name = entry.name
+            if name.startswith("__editable__") or name.endswith(".egg-link"):
+                found.append(entry)
+            elif name.endswith(".pth") and _names_outside(entry, roots):
+                found.append(entry)
+            elif name.endswith(".dist-info") and (entry / "direct_url.json").is_file():
+                if '"file://' in (entry / "direct_url.json").read_text(errors="replace"):
+                    found.append(entry / "direct_url.json")
+    return sorted(str(p) for p in found if p.is_file() and not p.is_symlink())
+
+
+def _site_folders(roots: list[str]) -> list[Path]:
+    """The site-packages folders of the running Python inside ``roots``."""
+    candidates = set(site.getsitepackages()) | {sysconfig.get_paths()[k]
+                                                for k in ("purelib", "platlib")}
+    return sorted({Path(c) for c in candidates if Path(c).is_dir()
+                   and any(c == r or c.startswith(r + "/") for r in roots)})
+
+
+def _names_outside(pth: Path, roots: list[str]) -> bool:
+    """A .pth line that is an absolute folder outside ``roots`` (an old-style editable)."""
+    for line in pth.read_text(errors="replace").splitlines():
+        line = line.strip()
+        if line.startswith("/") and not any(line == r or line.startswith(r + "/")
+                                            for r in roots):
+            return True
+    return False
 
 
 def _topmost(roots: set[str]) -> list[str]:

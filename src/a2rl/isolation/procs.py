@@ -39,6 +39,8 @@ class ProcessOutcome:
     seconds: float
     killed: bool  # stopped by the harness at the deadline
     survivors_killed: int  # processes still alive after the agent's main process ended
+    # the agent's resource limits as applied, and OOM kills (a2rl.isolation.limits.Confinement)
+    resources: Optional[dict] = None
 
 
 def run_until(argv: list[str], env: Optional[dict[str, str]], cwd: Path, log: Path,

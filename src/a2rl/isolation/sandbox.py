@@ -24,8 +24,15 @@ import secrets
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
-from a2rl.isolation.bwrap import AGENT_SYSTEM, BwrapCommand, drop_to, python_paths
+from a2rl.isolation.bwrap import (
+    AGENT_SYSTEM,
+    BwrapCommand,
+    drop_to,
+    install_pointers,
+    python_paths,
+)
 
 WORKSPACE = "/workspace"
 TOOLS = "/opt/a2rl"
@@ -74,6 +81,7 @@ class Sandbox:
     # extra writable folders: path inside the sandbox -> host folder (an agent CLI's files)
     extra_rw: dict[str, Path] = field(default_factory=dict)
     host_uid: int = field(default_factory=agent_host_uid)
+    tmpfs_bytes: Optional[int] = None  # the size of each of /tmp and /dev/shm; None: the kernel's
 
     def __post_init__(self) -> None:
         if self.kind != "bwrap":
@@ -113,10 +121,12 @@ class Sandbox:
         """The host folders the agent may write."""
         return [self.workspace / area for area in WRITABLE] + list(self.extra_rw.values())
 
-    def command(self, argv: list[str], env: dict[str, str]) -> list[str]:
+    def command(self, argv: list[str], env: dict[str, str], conceal: bool = False) -> list[str]:
         """The full command line; with ``none`` it is ``argv`` itself. Under bwrap it first
         writes the sandbox's passwd and group and, for a root caller, hands the writable
-        areas to the agent's uid."""
+        areas to the agent's uid. ``conceal``: bwrap reads its mounts and environment from a
+        file beside them (``bwrap.args``), so that its command line, /proc/1/cmdline inside,
+        shows no host path (the harness runs it so; the whole line is for inspection)."""
         if self.kind == "none":
             return list(argv)
         self._prepare_host()
@@ -134,7 +144,9 @@ class Sandbox:
                 bwrap.add("--share-net")
         bwrap.add("--hostname", "a2rl")
         self._mount(bwrap).environment(env)
-        return bwrap.run(WORKSPACE, argv, wrapper=drop_to(self.host_uid) if self.as_root else ())
+        return bwrap.run(WORKSPACE, argv, wrapper=drop_to(self.host_uid) if self.as_root else (),
+                         args_file=self.workspace.parent / IDENTITY_DIR / "bwrap.args"
+                         if conceal else None)
 
     def host_env(self, env: dict[str, str]) -> dict[str, str] | None:
         """The environment for Popen: bwrap gets its own via --setenv, the host run gets env."""
@@ -149,6 +161,7 @@ class Sandbox:
             f"{AGENT_USER}:x:{uid}:{uid}:a2rl agent:{HOME}:/bin/sh\n"
             "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
         (identity / "group").write_text(f"root:x:0:\n{AGENT_USER}:x:{uid}:\nnogroup:x:65534:\n")
+        (identity / "empty").write_bytes(b"")
         if self.as_root:
             for area in self.writable:
                 hand_over(area, self.host_uid)
@@ -163,16 +176,20 @@ class Sandbox:
         bwrap.add("--dev", "/dev")
         for device in gpu_devices():
             bwrap.add("--dev-bind", device, device)
-        bwrap.add("--remount-ro", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm",
-                  "--perms", "1777", "--tmpfs", "/tmp",
+        size = ["--size", str(self.tmpfs_bytes)] if self.tmpfs_bytes else []
+        bwrap.add("--remount-ro", "/dev", "--perms", "1777", *size, "--tmpfs", "/dev/shm",
+                  "--perms", "1777", *size, "--tmpfs", "/tmp",
                   # a root harness cannot give bwrap's folder to the agent: it may write it
                   "--perms", "0777" if self.as_root else "0700", "--dir", HOME)
         bwrap.system(AGENT_SYSTEM)
         identity = self.workspace.parent / IDENTITY_DIR
         bwrap.ro_bind(identity / "passwd", "/etc/passwd").ro_bind(identity / "group",
                                                                     "/etc/group")
-        for path in python_paths() + [str(p) for p in self.extra_ro]:
+        mounted = python_paths() + [str(p) for p in self.extra_ro]
+        for path in mounted:
             bwrap.ro_bind(path)
+        for pointer in install_pointers(mounted):  # seen empty: no host checkout path
+            bwrap.ro_bind(identity / "empty", pointer)
         bwrap.ro_bind(self.workspace, WORKSPACE)
         for area in WRITABLE:
             bwrap.bind(self.workspace / area, f"{WORKSPACE}/{area}")

@@ -22,8 +22,9 @@ from a2rl.config.types import RunConfig
 from a2rl.grading.grader import GraderSettings, GradingServer, GradingService
 from a2rl.grading.ledger import Ledger
 from a2rl.grading.recording import CodeRecorder
+from a2rl.isolation.limits import GIB, ResourceLimits, confine, limits_of
 from a2rl.isolation.procs import ProcessOutcome, run_until
-from a2rl.isolation.sandbox import HOME, Sandbox
+from a2rl.isolation.sandbox import HOME, TOOLS, Sandbox
 from a2rl.isolation.workspace import make_writable, provision_workspace, render_description
 from a2rl.llm.drivers import DriverKeyMissing, StackRun, check_driver, driver_session
 from a2rl.llm.proxy import LLMProxy, llm_totals
@@ -51,16 +52,17 @@ def fresh_run_dir(run: RunPaths) -> None:
     run.root.mkdir(parents=True)
 
 
-def write_tools(tools: Path, python: str) -> None:
-    """The read-only /opt/a2rl of the sandbox: the ``a2rl`` client and the reference agents."""
+def write_tools(tools: Path, python: str, view: str) -> None:
+    """The read-only /opt/a2rl of the sandbox (``view``: where the agent sees ``tools``): the
+    ``a2rl`` client and the reference agents. The launcher names ``view`` only: a host path
+    in it would tell the agent where the run lives."""
     (tools / "bin").mkdir(parents=True)
     (tools / "agents").mkdir()
     shutil.copy(resources.files("a2rl.grading").joinpath("client.py"), tools / "a2rl_client.py")
     for agent in resources.files("a2rl").joinpath("agents").iterdir():
         if agent.name.endswith(".py") and not agent.name.startswith("_"):
             shutil.copy(agent, tools / "agents" / agent.name)
-    launcher = (f"#!{python}\nimport sys\nsys.path.insert(0, {str(tools)!r})\n"
-                "sys.path.insert(0, '/opt/a2rl')\n"
+    launcher = (f"#!{python}\nimport sys\nsys.path.insert(0, {view!r})\n"
                 "from a2rl_client import main\nsys.exit(main())\n")
     (tools / "bin" / "a2rl").write_text(launcher)
     (tools / "bin" / "a2rl").chmod(0o755)
@@ -123,6 +125,7 @@ class Cell:
     split_name: str  # what feedback scores are computed on
     hardware: dict[str, Any]
     stack_run: Optional[StackRun]  # an LLM agent's CLI; None for a script agent
+    limits: ResourceLimits  # the agent's memory, processes and tmpfs (a2rl.isolation.limits)
 
 
 class InfraFailed(RuntimeError):
@@ -227,23 +230,26 @@ def set_up_cell(cfg: RunConfig, run: RunPaths, split_name: str,
                 stack_run: Optional[StackRun]) -> Cell:
     """The sandbox's tools and grader folder, the sandbox, the budget clock and the event log."""
     tools = run.root / "tools"
-    write_tools(tools, sys.executable)
+    write_tools(tools, sys.executable, TOOLS if cfg.sandbox == "bwrap" else str(tools))
     grader_dir = Path(tempfile.mkdtemp(prefix="a2rl-grader-"))
     grader_dir.chmod(0o755)
+    limits = limits_of(cfg.budget)
     sandbox = Sandbox(cfg.sandbox, run.workspace, tools, grader_dir, cfg.agent.network,
-                      **(stack_run.mounts() if stack_run else {}))
+                      tmpfs_bytes=limits.tmpfs_bytes, **(stack_run.mounts() if stack_run else {}))
     clock = BudgetClock(cfg.budget.time_limit_s, cfg.budget.count_eval_time)
     events = EventLog(run.events, clock)
     if cfg.sandbox == "none":
         events.emit("error", message="sandbox=none: the agent runs WITHOUT isolation")
     return Cell(cfg, run, sandbox, clock, events, grader_dir, split_name, run_hardware(cfg),
-                stack_run)
+                stack_run, limits)
 
 
 def task_description(cell: Cell, task: Task) -> str:
     """description.md: the task's text with the run's budget, hardware and paths filled in."""
-    cfg, view = cell.cfg, cell.sandbox.workspace_view
+    cfg, view, limits = cell.cfg, cell.sandbox.workspace_view, cell.limits
     return render_description(task.description(), {
+        "memory_gb": round(limits.memory_bytes / GIB, 1), "max_processes": limits.max_processes,
+        "tmpfs_gb": round(limits.tmpfs_bytes / GIB, 1),
         "hardware": one_line(cell.hardware), "precision": cell.hardware["precision"]["agent"],
         "time_limit_min": round(cfg.budget.time_limit_s / 60, 1),
         "eval_note": "" if cfg.budget.count_eval_time else " (evaluation time not counted)",
@@ -305,17 +311,21 @@ def run_in_sandbox(cell: Cell, command: list[str], env: dict[str, str],
                    proxy: Optional[LLMProxy]) -> ProcessOutcome:
     """Start the clock and run the agent in its sandbox until it exits or a budget ends."""
     cfg, clock, events = cell.cfg, cell.clock, cell.events
-    argv = cell.sandbox.command(command, env)
-    clock.start()
-    events.emit("agent_start", agent=cfg.agent.name, driver=cfg.driver.name,
-                sandbox=cfg.sandbox, command=command)
-    # a used-up LLM budget ends the agent like the time budget does
-    time_left = (clock.time_left if proxy is None else
-                 lambda: 0.0 if proxy.exhausted else clock.time_left())
-    outcome = run_until(argv, cell.sandbox.host_env(env), cell.run.workspace,
-                        cell.run.agent_log, time_left, cfg.budget.kill_grace_s,
-                        on_warning=lambda left: events.emit("budget_warning",
-                                                            time_left_s=round(left, 1)))
+    with confine(cell.limits, cell.sandbox) as confinement:
+        argv = confinement.wrap(cell.sandbox.command(command, env, conceal=True))
+        clock.start()
+        events.emit("agent_start", agent=cfg.agent.name, driver=cfg.driver.name,
+                    sandbox=cfg.sandbox, command=command, resources=confinement.record())
+        # a used-up LLM budget ends the agent like the time budget does
+        time_left = (clock.time_left if proxy is None else
+                     lambda: 0.0 if proxy.exhausted else clock.time_left())
+        outcome = run_until(argv, cell.sandbox.host_env(env), cell.run.workspace,
+                            cell.run.agent_log, time_left, cfg.budget.kill_grace_s,
+                            on_warning=lambda left: events.emit("budget_warning",
+                                                                time_left_s=round(left, 1)))
+        outcome.resources = confinement.record()
+    if outcome.resources["oom_kills"]:  # past its memory: the agent's failure, not the harness's
+        events.emit("agent_oom", **outcome.resources)
     if outcome.killed:
         events.emit("budget_kill", survivors=outcome.survivors_killed)
     events.emit("agent_exit", exit_code=outcome.exit_code, seconds=outcome.seconds,
@@ -339,7 +349,8 @@ def run_record(cell: Cell, started: str, outcome: ProcessOutcome, proxy: Optiona
               "agent_seconds": round(outcome.seconds, 3), "exit_code": outcome.exit_code,
               "status": status, "time_limit_s": cfg.budget.time_limit_s,
               "sandbox": cfg.sandbox, "feedback": cell.split_name,
-              "submissions": len(entries), "hardware": cell.hardware}
+              "submissions": len(entries), "hardware": cell.hardware,
+              "resources": outcome.resources}
     if cell.stack_run is not None:
         record |= cell.stack_run.finish(run) | {"stack": cfg.agent.stack,
                                                 "stack_version": cfg.agent.version}
@@ -355,14 +366,14 @@ def run_record(cell: Cell, started: str, outcome: ProcessOutcome, proxy: Optiona
 
 def grading_totals(entries: list[LedgerEntry]) -> dict[str, Any]:
     """Sum of what grading cost (a judge's calls, tokens, USD) over the ledger, and how many
-    submissions a grading failure (judge_failed, eval_timeout) left unscored; {} when grading
-    cost nothing countable (no judge)."""
+    submissions a grading failure (judge_failed, eval_timeout, interrupted) left unscored; {}
+    when grading cost nothing countable (no judge)."""
     totals: dict[str, Any] = {}
     for entry in entries:
         for key, value in (entry.grading_usage or {}).items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 totals[key] = round(totals.get(key, 0) + value, 6)
-    for status in ("judge_failed", "eval_timeout"):
+    for status in ("judge_failed", "eval_timeout", "interrupted"):
         failed = sum(1 for e in entries if e.status == status)
         if failed:
             totals[f"{status}_submissions"] = failed

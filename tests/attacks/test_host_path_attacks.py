@@ -1,0 +1,139 @@
+"""Host paths the agent could read (issue #11, item 9): a real hostile process in the real
+sandbox reads /proc/self/mountinfo, /proc/1/cmdline (bwrap's), its own environment and every
+small text file of the areas mounted for it (the workspace, /opt/a2rl, /etc, the grader's
+folder and the Python installation), looking for the repository's path (this checkout's and the
+one an editable install points to) and the results folder's.
+
+What remains, by the kernel's design: a bind mount shows the path of its source within its
+filesystem in mountinfo's 4th field (root), and the workspace is bound from the run's folder.
+The test allows that field, and only for the mounts made from the run's folder."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from hostile_sandbox import attack, make_cell
+
+from checkout import REPO
+
+pytestmark = [pytest.mark.attacks,
+              pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")]
+
+# the mounts made from the run's folder, as the agent sees them: their mountinfo root field
+# names it (the pointers of an editable install are covered by an empty file from there too)
+# (/run/a2rl: the harness makes the grader's folder in /tmp, a cell here in the run's folder)
+FROM_RUN = ("/workspace", "/workspace/code", "/workspace/output", "/opt/a2rl", "/etc/passwd",
+            "/etc/group", "/run/a2rl")
+
+
+def editable_source() -> list[str]:
+    """Where an editable install of a2rl points (the shared checkout), if there is one."""
+    try:
+        url = json.loads(metadata.distribution("a2rl").read_text("direct_url.json") or "{}")
+    except metadata.PackageNotFoundError:
+        return []
+    path = url.get("url", "")
+    return [path.removeprefix("file://")] if path.startswith("file://") else []
+
+
+PROGRAM = r'''
+import base64, sysconfig
+secrets = json.loads(base64.b64decode(sys.argv[1]))  # encoded: the command line is searched
+def found_in(text):
+    return [s for s in secrets if s in text]
+hits = {}
+def check(name, text):
+    for s in found_in(text):
+        hits.setdefault(s, []).append(name)
+mountinfo = open("/proc/self/mountinfo").read()
+out["mountinfo"] = [line.split() for line in mountinfo.splitlines()
+                    if found_in(" ".join(line.split()[:3] + line.split()[4:]))]
+out["mount_roots"] = {line.split()[4]: line.split()[3] for line in mountinfo.splitlines()
+                      if found_in(line.split()[3])}
+check("/proc/1/cmdline", open("/proc/1/cmdline", "rb").read().decode(errors="replace"))
+check("/proc/self/environ", open("/proc/self/environ", "rb").read().decode(errors="replace"))
+check("os.environ", json.dumps(dict(os.environ)))
+areas = ["/workspace", "/opt/a2rl", "/etc", "/run/a2rl", sys.prefix, sys.base_prefix,
+         sysconfig.get_paths()["purelib"]]
+seen = set()
+files = 0
+for area in areas:
+    for dirpath, dirnames, filenames in os.walk(area):
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            if path in seen:
+                continue
+            seen.add(path)
+            try:
+                st = os.lstat(path)
+                if not stat.S_ISREG(st.st_mode) or st.st_size > 262144:
+                    continue
+                data = open(path, "rb").read()
+            except OSError:
+                continue
+            if b"\0" in data[:1024]:
+                continue  # not text
+            files += 1
+            check(path, data.decode(errors="replace"))
+out["files"] = files
+out["hits"] = {s: names[:20] for s, names in hits.items()}
+try:
+    import a2rl
+    out["import_a2rl"] = a2rl.__file__
+except ImportError as err:
+    out["import_a2rl"] = "ImportError"
+report()
+'''
+
+
+def test_no_host_path_of_the_repository_or_results_is_readable(tmp_path):
+    cell = make_cell(tmp_path)
+    secrets = sorted({str(REPO), str(REPO.resolve()), str(cell.root), *editable_source()})
+    result = attack(cell, PROGRAM, encoded(secrets), timeout_s=120).result
+
+    assert result["files"] > 1000, result["files"]  # the walk did read the Python installation
+    assert result["hits"] == {}, result["hits"]
+    assert result["import_a2rl"] == "ImportError"  # the editable finder is not there
+    # mountinfo: a secret only in the root field, and only of the mounts from the run's folder
+    assert result["mountinfo"] == [], result["mountinfo"]
+    assert set(result["mount_roots"]) <= set(FROM_RUN) | pointers(result), result["mount_roots"]
+    assert all(root.startswith(str(cell.run)) for root in result["mount_roots"].values())
+    # bwrap's options (the environment, a run's token) were read from a file it removed
+    assert not (cell.run / "sandbox-etc" / "bwrap.args").exists()
+
+
+def test_home_path_is_readable_only_where_the_python_installation_lives(tmp_path):
+    """The host home folder: absent, unless the Python installation the sandbox mounts is
+    under it (pyenv in /root here): then its own paths name it, nothing else does."""
+    cell = make_cell(tmp_path)
+    home = str(Path.home())
+    result = attack(cell, PROGRAM, encoded([home]), timeout_s=120).result
+    under_home = sys.base_prefix.startswith(home + "/") or sys.prefix.startswith(home + "/")
+    if not under_home:
+        assert result["hits"] == {} and result["mount_roots"] == {}, result
+        return
+    python = (sys.prefix, sys.base_prefix, os.path.dirname(sys.executable))
+    # the interpreter's path (the agent's command, a launcher's #!) and, when the home is
+    # /root, the sandbox's own passwd naming root's usual home
+    allowed = {"/proc/1/cmdline", "/opt/a2rl/bin/a2rl"} | ({"/etc/passwd"} if home == "/root"
+                                                           else set())
+    for names in result["hits"].values():
+        for name in names:
+            assert name.startswith(python) or name in allowed, name
+
+
+def encoded(secrets: list[str]) -> str:
+    return base64.b64encode(json.dumps(secrets).encode()).decode()
+
+
+def pointers(result: dict) -> set[str]:
+    """Covered editable-install files (bound from the run's empty file)."""
+    return {view for view in result["mount_roots"]
+            if "site-packages" in view or "dist-packages" in view}
