@@ -22,10 +22,19 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
-from a2rl.isolation.bwrap import AGENT_SYSTEM, BwrapCommand, drop_to, python_paths
+from a2rl.isolation.agent_python import base_installation, interpreter
+from a2rl.isolation.bwrap import (
+    AGENT_SYSTEM,
+    BwrapCommand,
+    drop_to,
+    package_dirs,
+    python_prefixes,
+)
 
 WORKSPACE = "/workspace"
 TOOLS = "/opt/a2rl"
@@ -71,6 +80,11 @@ class Sandbox:
     grader_dir: Path
     network: bool = False
     extra_ro: list[Path] = field(default_factory=list)
+    # the agents' Python environment (resources/agent-python, a2rl.isolation.agent_python):
+    # first on PATH and ``{python}`` of an agent's command; None: the base interpreter alone
+    python: Optional[Path] = None
+    # other virtual environments the agent runs (an LLM agent CLI's)
+    venvs: list[Path] = field(default_factory=list)
     # extra writable folders: path inside the sandbox -> host folder (an agent CLI's files)
     extra_rw: dict[str, Path] = field(default_factory=dict)
     host_uid: int = field(default_factory=agent_host_uid)
@@ -107,6 +121,18 @@ class Sandbox:
     @property
     def grader_dir_view(self) -> str:
         return GRADER_DIR if self.kind == "bwrap" else str(self.grader_dir)
+
+    @property
+    def interpreter(self) -> str:
+        """The agent's python: its environment's, else the harness's base interpreter (which
+        sees the standard library only)."""
+        if self.python is not None:
+            return str(interpreter(self.python))
+        return str(Path(sys.executable).resolve())
+
+    @property
+    def all_venvs(self) -> list[Path]:
+        return ([self.python] if self.python is not None else []) + list(self.venvs)
 
     @property
     def writable(self) -> list[Path]:
@@ -171,7 +197,8 @@ class Sandbox:
         identity = self.workspace.parent / IDENTITY_DIR
         bwrap.ro_bind(identity / "passwd", "/etc/passwd").ro_bind(identity / "group",
                                                                     "/etc/group")
-        for path in python_paths() + [str(p) for p in self.extra_ro]:
+        self._pythons(bwrap)
+        for path in self.extra_ro:
             bwrap.ro_bind(path)
         bwrap.ro_bind(self.workspace, WORKSPACE)
         for area in WRITABLE:
@@ -182,6 +209,18 @@ class Sandbox:
         # the sandbox's root folder itself: nothing to write there (under a non-root harness
         # the agent would own it, and /dev)
         return bwrap.add("--remount-ro", "/")
+
+
+    def _pythons(self, bwrap: BwrapCommand) -> None:
+        """The venvs, over the standard library of each one's base installation and of the
+        harness's; no installed package of the harness's or of the system's Python (under
+        /usr, mounted whole) is visible: they hold the task packages and their data."""
+        bases = set(python_prefixes()) | {str(base_installation(v)) for v in self.all_venvs}
+        for prefix in sorted(b for b in bases if not b.startswith("/usr/")):
+            bwrap.python_installation(prefix)
+        bwrap.hide(package_dirs(Path("/usr")))
+        for venv in self.all_venvs:
+            bwrap.ro_bind(venv)
 
 
 def hand_over(root: Path, uid: int) -> None:

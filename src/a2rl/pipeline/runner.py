@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass
 from importlib import resources
@@ -16,12 +15,13 @@ from a2rl.common.clock import BudgetClock
 from a2rl.common.events import EventLog
 from a2rl.common.files import iter_jsonl, read_json, utc_now
 from a2rl.common.hardware import AGENT_DEVICE, describe, one_line, resolve_precision
-from a2rl.common.layout import RunPaths
+from a2rl.common.layout import Layout, RunPaths
 from a2rl.common.records import LedgerEntry, RunRecord, read_ledger
 from a2rl.config.types import RunConfig
 from a2rl.grading.grader import GraderSettings, GradingServer, GradingService
 from a2rl.grading.ledger import Ledger
 from a2rl.grading.recording import CodeRecorder
+from a2rl.isolation.agent_python import AgentPythonMissing, agent_python_dir, interpreter
 from a2rl.isolation.procs import ProcessOutcome, run_until
 from a2rl.isolation.sandbox import HOME, Sandbox
 from a2rl.isolation.workspace import make_writable, provision_workspace, render_description
@@ -80,7 +80,7 @@ def agent_precision(cfg: RunConfig) -> str:
 
 def agent_env(cfg: RunConfig, sandbox: Sandbox, grader_url: str, http_url: str, token: str,
               time_limit_s: float) -> dict[str, str]:
-    python_bin = str(Path(sys.executable).parent)
+    python_bin = str(Path(sandbox.interpreter).parent)  # the agents' own environment's bin/
     threads = str(cfg.agent.torch_threads or os.cpu_count() or 1)
     home = HOME if sandbox.kind == "bwrap" else str(Path(sandbox.workspace).parent / "home")
     env = {"PATH": f"{sandbox.tools_view}/bin:{python_bin}:/usr/local/bin:/usr/bin:/bin",
@@ -105,7 +105,7 @@ def agent_env(cfg: RunConfig, sandbox: Sandbox, grader_url: str, http_url: str, 
 
 
 def expand_command(cfg: RunConfig, sandbox: Sandbox) -> list[str]:
-    values = {"python": sys.executable, "agents": f"{sandbox.tools_view}/agents",
+    values = {"python": sandbox.interpreter, "agents": f"{sandbox.tools_view}/agents",
               "workspace": sandbox.workspace_view}
     return [part.format(**values) for part in cfg.agent.command]
 
@@ -137,6 +137,7 @@ class InfraFailed(RuntimeError):
 # harness failures raised before or around the agent, by type: the reason's category
 INFRA_ERRORS: tuple[tuple[type[BaseException], str], ...] = (
     (DriverKeyMissing, "missing_key"), (AgentNotInstalled, "agent_not_installed"),
+    (AgentPythonMissing, "agent_python_missing"),
     (MemoryError, "harness_oom"))
 # calls that failed on the provider's side (not the agent's request): an outage when they end
 # a run that did not finish
@@ -227,11 +228,15 @@ def set_up_cell(cfg: RunConfig, run: RunPaths, split_name: str,
                 stack_run: Optional[StackRun]) -> Cell:
     """The sandbox's tools and grader folder, the sandbox, the budget clock and the event log."""
     tools = run.root / "tools"
-    write_tools(tools, sys.executable)
+    # the agents' Python environment, never the harness's: that one holds the task packages
+    # and their data (a HumanEval copy with the sealed half)
+    python = agent_python_dir(Layout.from_paths(cfg.paths).resources)
+    interpreter(python)  # raises AgentPythonMissing before anything starts
     grader_dir = Path(tempfile.mkdtemp(prefix="a2rl-grader-"))
     grader_dir.chmod(0o755)
     sandbox = Sandbox(cfg.sandbox, run.workspace, tools, grader_dir, cfg.agent.network,
-                      **(stack_run.mounts() if stack_run else {}))
+                      python=python, **(stack_run.mounts() if stack_run else {}))
+    write_tools(tools, sandbox.interpreter)
     clock = BudgetClock(cfg.budget.time_limit_s, cfg.budget.count_eval_time)
     events = EventLog(run.events, clock)
     if cfg.sandbox == "none":
