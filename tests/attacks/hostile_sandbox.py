@@ -13,7 +13,6 @@ ended, ``report()`` prints the record.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 from a2rl.isolation.procs import ProcessOutcome, run_until
 from a2rl.isolation.sandbox import Sandbox
 from a2rl.isolation.workspace import provision_workspace
+from checkout import AGENT_PYTHON
 
 PRELUDE = r'''
 import ctypes, errno, json, os, stat, sys
@@ -99,13 +99,15 @@ def make_cell(tmp: Path) -> Cell:
     for sub in ("tools/bin", "grader"):
         (run / sub).mkdir(parents=True)
     (run / "tools" / "bin" / "a2rl").write_text("#!/bin/sh\n")
-    sandbox = Sandbox("bwrap", run / "workspace", run / "tools", run / "grader")
+    # the agents' own Python environment, as in a real run
+    sandbox = Sandbox("bwrap", run / "workspace", run / "tools", run / "grader",
+                      python=AGENT_PYTHON)
     return Cell(root, run, sandbox)
 
 
 def attack(cell: Cell, program: str, *args: str, timeout_s: float = 60) -> Attack:
     """Run ``PRELUDE + program`` as the cell's agent; its last output line is its report."""
-    argv = cell.sandbox.command([sys.executable, "-c", PRELUDE + program, *args],
+    argv = cell.sandbox.command([cell.sandbox.interpreter, "-c", PRELUDE + program, *args],
                                 {"PATH": "/usr/bin:/bin", "HOME": "/tmp/home"})
     end = time.monotonic() + timeout_s
     outcome = run_until(argv, cell.sandbox.host_env({}), cell.workspace, cell.log,

@@ -11,11 +11,15 @@ installation, so the sandbox also mounts that one, with its site-packages hidden
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from pathlib import Path
 
 AGENT_PYTHON = "agent-python"  # under resources/
+# replaces resources/agent-python (one environment for several checkouts, and for the tests'
+# scratch results/ and resources/)
+PYTHON_ENV = "A2RL_AGENT_PYTHON"
 # what the reference agents import (src/a2rl/agents/) and what an agent trains with
 TRAINING_STACK = ("torch", "transformers", "trl", "peft", "datasets", "accelerate")
 # what the environments a task copies into the agent's data/ import (WebShop's webshop_env/)
@@ -30,7 +34,9 @@ class AgentPythonMissing(RuntimeError):
 
 
 def agent_python_dir(resources: Path) -> Path:
-    return Path(resources) / AGENT_PYTHON
+    """resources/agent-python, or $A2RL_AGENT_PYTHON."""
+    chosen = os.environ.get(PYTHON_ENV)
+    return Path(chosen).resolve() if chosen else Path(resources) / AGENT_PYTHON
 
 
 def interpreter(venv: Path) -> Path:
