@@ -137,7 +137,7 @@ class InfraFailed(RuntimeError):
 # harness failures raised before or around the agent, by type: the reason's category
 INFRA_ERRORS: tuple[tuple[type[BaseException], str], ...] = (
     (DriverKeyMissing, "missing_key"), (AgentNotInstalled, "agent_not_installed"),
-    (AgentPythonMissing, "agent_python_missing"),
+    (AgentPythonMissing, "agent_not_installed"),  # the agents' Python environment
     (MemoryError, "harness_oom"))
 # calls that failed on the provider's side (not the agent's request): an outage when they end
 # a run that did not finish
@@ -207,8 +207,9 @@ def run_cell(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pa
              baseline: dict[str, Any]) -> dict[str, Any]:
     check_driver(cfg)  # an LLM agent's key and tools are checked before anything starts
     stack_run = StackRun.prepare(cfg, run) if cfg.agent.stack else None
+    python = agent_python(cfg)
     split_name, split = feedback_split(cfg, prepared)
-    cell = set_up_cell(cfg, run, split_name, stack_run)
+    cell = set_up_cell(cfg, run, split_name, stack_run, python)
     description = task_description(cell, task)
     provision_workspace(run.workspace, prepared.data, base_model, description,
                         link_model=cfg.sandbox == "bwrap")
@@ -224,14 +225,18 @@ def run_cell(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pa
     return run_record(cell, started, outcome, proxy, service.ledger.entries)
 
 
+def agent_python(cfg: RunConfig) -> Path:
+    """The agents' Python environment, never the harness's: that one holds the task packages
+    and their data (a HumanEval copy with the sealed half). Raises AgentPythonMissing."""
+    python = agent_python_dir(Layout.from_paths(cfg.paths).resources)
+    interpreter(python)
+    return python
+
+
 def set_up_cell(cfg: RunConfig, run: RunPaths, split_name: str,
-                stack_run: Optional[StackRun]) -> Cell:
+                stack_run: Optional[StackRun], python: Path) -> Cell:
     """The sandbox's tools and grader folder, the sandbox, the budget clock and the event log."""
     tools = run.root / "tools"
-    # the agents' Python environment, never the harness's: that one holds the task packages
-    # and their data (a HumanEval copy with the sealed half)
-    python = agent_python_dir(Layout.from_paths(cfg.paths).resources)
-    interpreter(python)  # raises AgentPythonMissing before anything starts
     grader_dir = Path(tempfile.mkdtemp(prefix="a2rl-grader-"))
     grader_dir.chmod(0o755)
     sandbox = Sandbox(cfg.sandbox, run.workspace, tools, grader_dir, cfg.agent.network,
