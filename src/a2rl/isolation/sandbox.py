@@ -1,6 +1,6 @@
 """Where an agent runs: under bubblewrap, as an unprivileged uid, seeing only its workspace
-(read-write code/ and output/, everything else read-only), the Python installation, a few system
-paths, the harness's tools (/opt/a2rl) and the grader's socket (/run/a2rl). Test splits, the
+(read-write code/ and output/, everything else read-only), the agents' own Python environment
+(never the harness's: a2rl.isolation.agent_python), a few system paths, the harness's tools (/opt/a2rl) and the grader's socket (/run/a2rl). Test splits, the
 ledger, other runs and the repository are simply not mounted.
 
 Who the agent is on the host decides what its writes can do there:
