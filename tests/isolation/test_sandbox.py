@@ -199,3 +199,24 @@ def test_the_agent_runs_its_own_python_environment(run_dir, agent_python):
     assert out["found"] == {name: False for name in harness_only}
     torch_pin = pinned_requirements(REPO / "pyproject.toml", ["torch"])[0].partition("==")[2]
     assert out["torch"].split("+")[0] == torch_pin  # the harness's version (2.13.0+cpu here)
+
+
+def test_a_venv_is_mounted_at_its_real_path_over_its_base_without_packages(tmp_path,
+                                                                           agent_python):
+    """An LLM agent CLI's venv reached through a link (a worktree's resources/ -> the shared
+    one) is bound where its scripts' #! lines name it, its real path; its base installation
+    is bound with the packages folder covered afterwards."""
+    from a2rl.isolation.agent_python import base_installation
+    from a2rl.isolation.bwrap import package_dirs
+
+    linked = tmp_path / "linked-resources"
+    linked.symlink_to(agent_python.parent)
+    box = Sandbox("bwrap", tmp_path / "ws", tmp_path / "t", tmp_path / "g",
+                  venvs=[linked / agent_python.name])
+    argv = box.command(["true"], {})
+    pairs = list(zip(argv, argv[1:], argv[2:], strict=False))
+    assert ("--ro-bind", str(agent_python), str(agent_python)) in pairs
+    base = str(base_installation(agent_python))
+    [site] = package_dirs(Path(base))
+    bound = pairs.index(("--ro-bind", base, base))
+    assert pairs.index(("--tmpfs", site, "--remount-ro")) > bound

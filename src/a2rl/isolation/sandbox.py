@@ -219,8 +219,8 @@ class Sandbox:
         for prefix in sorted(b for b in bases if not b.startswith("/usr/")):
             bwrap.python_installation(prefix)
         bwrap.hide(package_dirs(Path("/usr")))
-        for venv in self.all_venvs:
-            bwrap.ro_bind(venv)
+        for venv in self.all_venvs:  # where its scripts' #! lines name it: its real path
+            bwrap.ro_bind(Path(venv).resolve())
 
 
 def hand_over(root: Path, uid: int) -> None:
