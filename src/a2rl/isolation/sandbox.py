@@ -1,7 +1,8 @@
 """Where an agent runs: under bubblewrap, as an unprivileged uid, seeing only its workspace
 (read-write code/ and output/, everything else read-only), the agents' own Python environment
-(never the harness's: a2rl.isolation.agent_python), a few system paths, the harness's tools (/opt/a2rl) and the grader's socket (/run/a2rl). Test splits, the
-ledger, other runs and the repository are simply not mounted.
+(never the harness's: a2rl.isolation.agent_python), a few system paths, the harness's tools
+(/opt/a2rl) and the grader's socket (/run/a2rl). Test splits, the ledger, other runs and the
+repository are simply not mounted.
 
 Who the agent is on the host decides what its writes can do there:
 
@@ -209,7 +210,6 @@ class Sandbox:
         # the sandbox's root folder itself: nothing to write there (under a non-root harness
         # the agent would own it, and /dev)
         return bwrap.add("--remount-ro", "/")
-
 
     def _pythons(self, bwrap: BwrapCommand) -> None:
         """The venvs, over the standard library of each one's base installation and of the
