@@ -22,8 +22,10 @@ AGENT_PYTHON = "agent-python"  # under resources/
 PYTHON_ENV = "A2RL_AGENT_PYTHON"
 # what the reference agents import (src/a2rl/agents/) and what an agent trains with
 TRAINING_STACK = ("torch", "transformers", "trl", "peft", "datasets", "accelerate")
-# what the environments a task copies into the agent's data/ import (WebShop's webshop_env/)
-ENV_PACKAGES = ("bm25s", "PyStemmer", "thefuzz")
+# what the environments a task copies into the agent's data/ import: household_env.py plays
+# the games with TextWorld (the engine only: the sealed games are not in the sandbox), and
+# WebShop's webshop_env/ searches and scores with bm25s, PyStemmer and thefuzz
+ENV_PACKAGES = ("textworld", "bm25s", "PyStemmer", "thefuzz")
 AGENT_PACKAGES = TRAINING_STACK + ENV_PACKAGES
 # written last by the build: the requirements it installed (an interrupted build has none)
 MARKER = "a2rl-agent-python.json"
