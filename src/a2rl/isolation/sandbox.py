@@ -1,7 +1,8 @@
 """Where an agent runs: under bubblewrap, as an unprivileged uid, seeing only its workspace
-(read-write code/ and output/, everything else read-only), the Python installation, a few system
-paths, the harness's tools (/opt/a2rl) and the grader's socket (/run/a2rl). Test splits, the
-ledger, other runs and the repository are simply not mounted.
+(read-write code/ and output/, everything else read-only), the agents' own Python environment
+(never the harness's: a2rl.isolation.agent_python), a few system paths, the harness's tools
+(/opt/a2rl) and the grader's socket (/run/a2rl). Test splits, the ledger, other runs and the
+repository are simply not mounted.
 
 Who the agent is on the host decides what its writes can do there:
 
@@ -22,16 +23,18 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from a2rl.isolation.agent_python import base_installation, interpreter
 from a2rl.isolation.bwrap import (
     AGENT_SYSTEM,
     BwrapCommand,
     drop_to,
-    install_pointers,
-    python_paths,
+    package_dirs,
+    python_prefixes,
 )
 
 WORKSPACE = "/workspace"
@@ -78,6 +81,11 @@ class Sandbox:
     grader_dir: Path
     network: bool = False
     extra_ro: list[Path] = field(default_factory=list)
+    # the agents' Python environment (resources/agent-python, a2rl.isolation.agent_python):
+    # first on PATH and ``{python}`` of an agent's command; None: the base interpreter alone
+    python: Optional[Path] = None
+    # other virtual environments the agent runs (an LLM agent CLI's)
+    venvs: list[Path] = field(default_factory=list)
     # extra writable folders: path inside the sandbox -> host folder (an agent CLI's files)
     extra_rw: dict[str, Path] = field(default_factory=dict)
     host_uid: int = field(default_factory=agent_host_uid)
@@ -115,6 +123,18 @@ class Sandbox:
     @property
     def grader_dir_view(self) -> str:
         return GRADER_DIR if self.kind == "bwrap" else str(self.grader_dir)
+
+    @property
+    def interpreter(self) -> str:
+        """The agent's python: its environment's, else the harness's base interpreter (which
+        sees the standard library only)."""
+        if self.python is not None:
+            return str(interpreter(self.python))
+        return str(Path(sys.executable).resolve())
+
+    @property
+    def all_venvs(self) -> list[Path]:
+        return ([self.python] if self.python is not None else []) + list(self.venvs)
 
     @property
     def writable(self) -> list[Path]:
@@ -161,7 +181,6 @@ class Sandbox:
             f"{AGENT_USER}:x:{uid}:{uid}:a2rl agent:{HOME}:/bin/sh\n"
             "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
         (identity / "group").write_text(f"root:x:0:\n{AGENT_USER}:x:{uid}:\nnogroup:x:65534:\n")
-        (identity / "empty").write_bytes(b"")
         if self.as_root:
             for area in self.writable:
                 hand_over(area, self.host_uid)
@@ -185,11 +204,9 @@ class Sandbox:
         identity = self.workspace.parent / IDENTITY_DIR
         bwrap.ro_bind(identity / "passwd", "/etc/passwd").ro_bind(identity / "group",
                                                                     "/etc/group")
-        mounted = python_paths() + [str(p) for p in self.extra_ro]
-        for path in mounted:
+        self._pythons(bwrap)
+        for path in self.extra_ro:
             bwrap.ro_bind(path)
-        for pointer in install_pointers(mounted):  # seen empty: no host checkout path
-            bwrap.ro_bind(identity / "empty", pointer)
         bwrap.ro_bind(self.workspace, WORKSPACE)
         for area in WRITABLE:
             bwrap.bind(self.workspace / area, f"{WORKSPACE}/{area}")
@@ -199,6 +216,17 @@ class Sandbox:
         # the sandbox's root folder itself: nothing to write there (under a non-root harness
         # the agent would own it, and /dev)
         return bwrap.add("--remount-ro", "/")
+
+    def _pythons(self, bwrap: BwrapCommand) -> None:
+        """The venvs, over the standard library of each one's base installation and of the
+        harness's; no installed package of the harness's or of the system's Python (under
+        /usr, mounted whole) is visible: they hold the task packages and their data."""
+        bases = set(python_prefixes()) | {str(base_installation(v)) for v in self.all_venvs}
+        for prefix in sorted(b for b in bases if not b.startswith("/usr/")):
+            bwrap.python_installation(prefix)
+        bwrap.hide(package_dirs(Path("/usr")))
+        for venv in self.all_venvs:  # where its scripts' #! lines name it: its real path
+            bwrap.ro_bind(Path(venv).resolve())
 
 
 def hand_over(root: Path, uid: int) -> None:

@@ -141,7 +141,7 @@ class StackRun:
 
     def mounts(self) -> dict[str, Any]:
         """Sandbox arguments: the tools read-only, the agent folder read-write."""
-        return {"extra_ro": self.stack.mounts(self.tools),
+        return {"extra_ro": [self.tools], "venvs": self.stack.venvs(self.tools),
                 "extra_rw": {AGENT_DIR_VIEW: self.agent_dir}}
 
     def launch(self, cfg: RunConfig, sandbox, proxy: LLMProxy, description: str,

@@ -130,17 +130,11 @@ class AgentStack:
     def executable(self, tools_dir: Path) -> Path:
         return Path(tools_dir) / self.binary
 
-    def mounts(self, tools_dir: Path) -> list[Path]:
-        """Read-only paths the sandbox needs for this stack: the tools folder and, for a
-        virtual environment, the interpreter it was made from."""
-        paths = [Path(tools_dir)]
-        cfg = Path(tools_dir) / "venv" / "pyvenv.cfg"
-        if cfg.exists():
-            for line in cfg.read_text().splitlines():
-                key, _, value = line.partition("=")
-                if key.strip() == "home":
-                    paths.append(Path(value.strip()).parent)
-        return paths
+    def venvs(self, tools_dir: Path) -> list[Path]:
+        """The stack's virtual environment, if it has one: the sandbox mounts the installation
+        it was made from without that installation's packages (a2rl.isolation.sandbox)."""
+        venv = Path(tools_dir) / "venv"
+        return [venv] if (venv / "pyvenv.cfg").exists() else []
 
     def check_installed(self, tools_dir: Path, version: str) -> None:
         marker = Path(tools_dir) / INSTALLED

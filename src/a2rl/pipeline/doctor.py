@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -25,15 +24,16 @@ from pathlib import Path
 from typing import Any
 
 from a2rl.common.hardware import AGENT_DEVICE, describe, one_line, resolve_precision, torch_dtype
+from a2rl.common.layout import Layout
 from a2rl.config.compose import cell_overrides, compose, grid_cells, grid_overrides
 from a2rl.config.types import RunConfig
+from a2rl.isolation import agent_python
 from a2rl.pipeline.agent_settings import agent_settings, check_settings
 
 ASSUMED_ROW_TOKENS = 400  # a training row's length when the task is not prepared yet
 ASSUMED_PROMPT_TOKENS = 300  # an interactive step's prompt when the task is not prepared yet
 TRAIN_OVERHEAD_S = 20.0  # loading the model and TRL's set-up, saving the checkpoint
 NOOP_CELL_S = 30.0  # a noop cell: the workspace, one cached submission, the summary
-TRAINING_STACK = ("torch", "transformers", "trl", "datasets", "peft", "accelerate")
 
 
 @dataclass
@@ -67,8 +67,8 @@ class CellPlan:
 # ------------------------------------------------------------------------------- checks
 
 
-def check_sandbox(kind: str = "bwrap") -> Check:
-    """Run the agents' Python under bubblewrap with the harness's own sandbox arguments."""
+def check_sandbox(kind: str = "bwrap", python: Path | None = None) -> Check:
+    """Run the agents' Python (environment ``python``) in the harness's own sandbox."""
     from a2rl.isolation.sandbox import Sandbox, SandboxUnavailable
 
     if kind == "none":
@@ -78,11 +78,12 @@ def check_sandbox(kind: str = "bwrap") -> Check:
         for sub in ("workspace/code", "workspace/output", "tools", "grader"):
             (root / sub).mkdir(parents=True)
         try:
-            box = Sandbox("bwrap", root / "workspace", root / "tools", root / "grader")
-        except SandboxUnavailable as err:
+            box = Sandbox("bwrap", root / "workspace", root / "tools", root / "grader",
+                          python=python)
+            argv = box.command([box.interpreter, "-c", "import os; print(os.getuid())"],
+                               {"PATH": "/usr/bin:/bin"})
+        except (SandboxUnavailable, agent_python.AgentPythonMissing) as err:
             return Check("sandbox", False, str(err))
-        argv = box.command([sys.executable, "-c", "import os; print(os.getuid())"],
-                           {"PATH": "/usr/bin:/bin"})
         out = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
     if out.returncode != 0:
         return Check("sandbox", False, f"bwrap failed (exit {out.returncode}): "
@@ -93,17 +94,21 @@ def check_sandbox(kind: str = "bwrap") -> Check:
                                   f"{out.stdout.strip()} inside)")
 
 
-def check_agent_python() -> Check:
-    """The agents run the harness's interpreter (``{python}`` in conf/agent/*.yaml)."""
+def check_agent_python(venv: Path) -> Check:
+    """The agents' own environment (``{python}``: resources/agent-python) has the stack."""
     code = ("import importlib.metadata as m; print(' '.join(f'{p} {m.version(p)}' for p in "
-            f"{list(TRAINING_STACK)!r}))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+            f"{list(agent_python.TRAINING_STACK)!r}))")
+    try:
+        python = agent_python.interpreter(venv)
+    except agent_python.AgentPythonMissing as err:
+        return Check("agent python", False, str(err))
+    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True,
                          timeout=120, check=False)
     if out.returncode != 0:
-        return Check("agent python", False, f"{sys.executable} lacks the training stack: "
+        return Check("agent python", False, f"{python} lacks the training stack: "
                                             f"{out.stderr.strip().splitlines()[-1:]}; run "
                                             f"scripts/setup.sh")
-    return Check("agent python", True, f"{sys.executable}: {out.stdout.strip()}")
+    return Check("agent python", True, f"{python}: {out.stdout.strip()}")
 
 
 def ensure_model(cfg: RunConfig) -> tuple[Path, Check]:
@@ -342,7 +347,9 @@ def diagnose(grid: str = "smoke", extra: list[str] | None = None) -> dict[str, A
     base = grid_overrides(grid, extra or [])
     cells = [check_settings(compose(cell_overrides(c, base)))
              for c in plan_cells(compose(base))]
-    checks = [check_sandbox(cells[0].sandbox), check_agent_python()]
+    venv = agent_python.agent_python_dir(Layout.from_paths(cells[0].paths).resources)
+    python_check = check_agent_python(venv)
+    checks = [check_sandbox(cells[0].sandbox, venv if python_check.ok else None), python_check]
     model_dir, model_check = ensure_model(cells[0])
     checks.append(model_check)
     train_p = resolve_precision(cells[0].agent.precision, AGENT_DEVICE)

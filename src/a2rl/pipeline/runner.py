@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass
 from importlib import resources
@@ -16,12 +15,13 @@ from a2rl.common.clock import BudgetClock
 from a2rl.common.events import EventLog
 from a2rl.common.files import iter_jsonl, read_json, utc_now
 from a2rl.common.hardware import AGENT_DEVICE, describe, one_line, resolve_precision
-from a2rl.common.layout import RunPaths
+from a2rl.common.layout import Layout, RunPaths
 from a2rl.common.records import LedgerEntry, RunRecord, read_ledger
 from a2rl.config.types import RunConfig
 from a2rl.grading.grader import GraderSettings, GradingServer, GradingService
 from a2rl.grading.ledger import Ledger
 from a2rl.grading.recording import CodeRecorder
+from a2rl.isolation.agent_python import AgentPythonMissing, agent_python_dir, interpreter
 from a2rl.isolation.limits import GIB, ResourceLimits, confine, limits_of
 from a2rl.isolation.procs import ProcessOutcome, run_until
 from a2rl.isolation.sandbox import HOME, TOOLS, Sandbox
@@ -82,7 +82,7 @@ def agent_precision(cfg: RunConfig) -> str:
 
 def agent_env(cfg: RunConfig, sandbox: Sandbox, grader_url: str, http_url: str, token: str,
               time_limit_s: float) -> dict[str, str]:
-    python_bin = str(Path(sys.executable).parent)
+    python_bin = str(Path(sandbox.interpreter).parent)  # the agents' own environment's bin/
     threads = str(cfg.agent.torch_threads or os.cpu_count() or 1)
     home = HOME if sandbox.kind == "bwrap" else str(Path(sandbox.workspace).parent / "home")
     env = {"PATH": f"{sandbox.tools_view}/bin:{python_bin}:/usr/local/bin:/usr/bin:/bin",
@@ -107,7 +107,7 @@ def agent_env(cfg: RunConfig, sandbox: Sandbox, grader_url: str, http_url: str, 
 
 
 def expand_command(cfg: RunConfig, sandbox: Sandbox) -> list[str]:
-    values = {"python": sys.executable, "agents": f"{sandbox.tools_view}/agents",
+    values = {"python": sandbox.interpreter, "agents": f"{sandbox.tools_view}/agents",
               "workspace": sandbox.workspace_view}
     return [part.format(**values) for part in cfg.agent.command]
 
@@ -140,6 +140,7 @@ class InfraFailed(RuntimeError):
 # harness failures raised before or around the agent, by type: the reason's category
 INFRA_ERRORS: tuple[tuple[type[BaseException], str], ...] = (
     (DriverKeyMissing, "missing_key"), (AgentNotInstalled, "agent_not_installed"),
+    (AgentPythonMissing, "agent_not_installed"),  # the agents' Python environment
     (MemoryError, "harness_oom"))
 # calls that failed on the provider's side (not the agent's request): an outage when they end
 # a run that did not finish
@@ -209,8 +210,9 @@ def run_cell(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pa
              baseline: dict[str, Any]) -> dict[str, Any]:
     check_driver(cfg)  # an LLM agent's key and tools are checked before anything starts
     stack_run = StackRun.prepare(cfg, run) if cfg.agent.stack else None
+    python = agent_python(cfg)
     split_name, split = feedback_split(cfg, prepared)
-    cell = set_up_cell(cfg, run, split_name, stack_run)
+    cell = set_up_cell(cfg, run, split_name, stack_run, python)
     description = task_description(cell, task)
     provision_workspace(run.workspace, prepared.data, base_model, description,
                         link_model=cfg.sandbox == "bwrap")
@@ -226,16 +228,25 @@ def run_cell(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pa
     return run_record(cell, started, outcome, proxy, service.ledger.entries)
 
 
+def agent_python(cfg: RunConfig) -> Path:
+    """The agents' Python environment, never the harness's: that one holds the task packages
+    and their data (a HumanEval copy with the sealed half). Raises AgentPythonMissing."""
+    python = agent_python_dir(Layout.from_paths(cfg.paths).resources)
+    interpreter(python)
+    return python
+
+
 def set_up_cell(cfg: RunConfig, run: RunPaths, split_name: str,
-                stack_run: Optional[StackRun]) -> Cell:
+                stack_run: Optional[StackRun], python: Path) -> Cell:
     """The sandbox's tools and grader folder, the sandbox, the budget clock and the event log."""
     tools = run.root / "tools"
-    write_tools(tools, sys.executable, TOOLS if cfg.sandbox == "bwrap" else str(tools))
     grader_dir = Path(tempfile.mkdtemp(prefix="a2rl-grader-"))
     grader_dir.chmod(0o755)
     limits = limits_of(cfg.budget)
     sandbox = Sandbox(cfg.sandbox, run.workspace, tools, grader_dir, cfg.agent.network,
-                      tmpfs_bytes=limits.tmpfs_bytes, **(stack_run.mounts() if stack_run else {}))
+                      python=python, tmpfs_bytes=limits.tmpfs_bytes,
+                      **(stack_run.mounts() if stack_run else {}))
+    write_tools(tools, sandbox.interpreter, TOOLS if cfg.sandbox == "bwrap" else str(tools))
     clock = BudgetClock(cfg.budget.time_limit_s, cfg.budget.count_eval_time)
     events = EventLog(run.events, clock)
     if cfg.sandbox == "none":

