@@ -6,7 +6,7 @@
 
 rule build_leaderboard:
     input:
-        summaries=run_summaries,
+        summaries=RUN_SUMMARIES,
     output:
         csv=report(str(PATHS.leaderboard_csv), category="Leaderboard"),
         md=str(PATHS.leaderboard_md),
@@ -26,7 +26,7 @@ rule build_leaderboard:
 
 rule build_report:
     input:
-        summaries=run_summaries,
+        summaries=RUN_SUMMARIES,
         leaderboard=str(PATHS.leaderboard_csv),
     output:
         report=report(
