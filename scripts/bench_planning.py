@@ -28,6 +28,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from a2rl.common.files import write_json_atomic
+
 REPO = Path(__file__).resolve().parents[1]
 TOTAL_JOBS = re.compile(r"^total\s+(\d+)\s*$", re.MULTILINE)
 RULE_COUNT = re.compile(r"^([a-z_]+)\s+(\d+)\s*$", re.MULTILINE)
@@ -146,7 +148,6 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     for name, row in summary.items():
         print(f"{name}: {row}")
     if args.out:
-        from a2rl.common.files import write_json_atomic
         write_json_atomic(args.out, {"grid": args.grid, "print_jobs": args.print_jobs,
                                      "before": args.before, "cpus": os.cpu_count(),
                                      "plans": [asdict(p) for p in plans], "summary": summary})
