@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ SCRIPT = REPO / "scripts" / "bench_core.py"
 def load_script(path: Path = SCRIPT):
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # a script's dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
