@@ -17,8 +17,9 @@ include: "workflow/rules/run.smk"
 include: "workflow/rules/report.smk"
 
 
+# every cell's outputs (final grade, summary, selected model: finish_run) are the
+# leaderboard's and the report's inputs
 rule all:
     input:
         str(PATHS.leaderboard_csv),
         str(PATHS.report),
-        selected_models,

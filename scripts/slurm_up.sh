@@ -30,7 +30,8 @@ fi
 mkdir -p "$DIR/state" "$DIR/spool" /run/munge
 chown munge:munge /run/munge 2>/dev/null || true
 # the node offers what this machine has: every CPU, and memory less 1 GiB for the system
-CPUS=$(nproc)
+# (nproc without the OpenMP variables, which it would obey: the tests run with OMP_NUM_THREADS=1)
+CPUS=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 MEM_MB=$(awk '/MemTotal/ {printf "%d", $2 / 1024 - 1024}' /proc/meminfo)
 cat > "$CONF" <<CONF
 # written by scripts/slurm_up.sh: one node (this machine) in one partition

@@ -1,12 +1,14 @@
 """The benchmark scripts end to end: scripts/bench_core.py on the tiny model (both phases run and
-report their ratios) and scripts/bench_codeexec.py (the sandbox against no sandbox, the
-two-process runner against the single-interpreter one)."""
+report their ratios), scripts/bench_codeexec.py (the sandbox against no sandbox, the
+two-process runner against the single-interpreter one) and scripts/bench_planning.py (planning
+the ci grid, this checkout against a commit)."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ SCRIPT = REPO / "scripts" / "bench_core.py"
 def load_script(path: Path = SCRIPT):
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # a script's dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -98,3 +101,22 @@ def test_probe_grpo_scores_start_and_each_round_paired(tmp_path):
         assert len(r["train_success"]) == 1 and r["train_s"] > 0
     mean, se = probe.paired_gain([0.0, 1.0, 1.0], [1.0, 1.0, 0.0])  # +100, 0, -100 points
     assert mean == 0.0 and se == pytest.approx(100 * math.sqrt(1 / 3))
+
+
+def test_bench_planning_times_the_ci_plan_against_a_commit(tmp_path):
+    """scripts/bench_planning.py plans the ci grid with HEAD's workflow and the work tree's,
+    cold then cached: one run_agent and one finish_run job per cell, CPU seconds measured."""
+    from a2rl.config.compose import compose, grid_cells, grid_overrides
+
+    bench = load_script(SCRIPT.with_name("bench_planning.py"))
+    out = tmp_path / "planning.json"
+    summary = bench.main(["--grid", "ci", "--repeats", "1", "--before", "HEAD",
+                          "--out", str(out)])
+    cells = len(grid_cells(compose(grid_overrides("ci"))))
+    assert set(summary) == {"before", "after"}
+    for row in summary.values():
+        assert row["jobs_per_rule"]["run_agent"] == row["jobs_per_rule"]["finish_run"] == cells
+        assert row["cold_cpu_s"] > 0 and row["cached_cpu_s_median"] > 0
+    report = json.loads(out.read_text())
+    assert [(p["variant"], p["cache"]) for p in report["plans"]] == [
+        ("before", "cold"), ("after", "cold"), ("before", "cached"), ("after", "cached")]

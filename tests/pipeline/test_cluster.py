@@ -158,10 +158,10 @@ def test_every_rule_ran_as_a_slurm_job(slurm_grid, slurm):
     finished = jobcomp(slurm["SLURM_CONF"], slurm_grid)
     ran = rule_jobs(slurm_grid)
     assert {rule for rule, _ in ran} == {
-        "prepare_model", "prepare_task", "measure_baseline", "run_agent", "final_grade",
-        "summarize_run", "export_model", "build_leaderboard", "build_report"}
+        "prepare_model", "prepare_task", "measure_baseline", "run_agent", "finish_run",
+        "build_leaderboard", "build_report"}
     tasks = len({cell["task"] for cell in GRID})
-    assert len(ran) == 1 + 2 * tasks + 4 * len(GRID) + 2
+    assert len(ran) == 1 + 2 * tasks + 2 * len(GRID) + 2
     assert set(submitted.values()) == ran
     for job_id, (rule, wildcards) in submitted.items():
         record = finished[job_id]

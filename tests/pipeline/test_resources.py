@@ -37,6 +37,8 @@ def test_uncounted_evaluations_lengthen_the_agent_job():
 def test_grading_jobs_get_the_tasks_resources_per_split():
     cfg = compose(["grid=ci"])
     assert rule_resources("final_grade", cfg)["runtime"] == (300 + 600) / 60
+    # finish_run: the final grade, then the export (900 s) and the summary (900 s), in one job
+    assert rule_resources("finish_run", cfg)["runtime"] == (300 + 900 + 900 + 600) / 60
     assert rule_resources("measure_baseline", cfg)["cpus_per_task"] == 1
     validation = compose(["grid=ci", "task.feedback=validation"])
     assert rule_resources("measure_baseline", validation)["runtime"] == (2 * 300 + 600) / 60
@@ -52,6 +54,12 @@ def test_the_paper_grid_asks_for_gpus_and_twelve_hours(task, agent):
     assert job["gpu"] == 1 and job["runtime"] * 60 > 43200
     assert rule_resources("measure_baseline", cfg)["gpu"] == 1
     assert rule_resources("final_grade", cfg)["runtime"] == (3600 + 600) / 60
+    # finish_run grades on the task's GPU and CPUs with at least the small stages' memory
+    finish = rule_resources("finish_run", cfg)
+    grading = rule_resources("final_grade", cfg)
+    assert (finish["gpu"], finish["cpus_per_task"]) == (1, grading["cpus_per_task"])
+    assert finish["mem_mb"] == max(grading["mem_mb"], 4000)
+    assert finish["runtime"] == (3600 + 900 + 900 + 600) / 60
     assert rule_resources("build_report", cfg) == {
         "cpus_per_task": 1, "mem_mb": 4000, "runtime": (900 + 600) / 60, "gpu": 0,
         "gpu_manufacturer": "nvidia"}
@@ -64,8 +72,9 @@ def test_partitions_and_sbatch_flags_come_from_the_cluster_group():
             "cluster.slurm_extra='--qos=normal'"]
     cfg = compose(site)
     assert rule_resources("run_agent", cfg)["slurm_partition"] == "gpu"
-    assert rule_resources("summarize_run", cfg)["slurm_partition"] == "cpu"
-    assert rule_resources("summarize_run", cfg)["slurm_extra"] == "--qos=normal"
+    assert rule_resources("finish_run", cfg)["slurm_partition"] == "gpu"
+    assert rule_resources("build_report", cfg)["slurm_partition"] == "cpu"
+    assert rule_resources("build_report", cfg)["slurm_extra"] == "--qos=normal"
     assert "slurm_partition" not in rule_resources("run_agent", compose(["grid=paper"]))
     localhost = compose(["grid=ci", "cluster=localhost"])
     assert rule_resources("prepare_task", localhost)["slurm_partition"] == "a2rl"

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from a2rl.common.layout import Layout
 from a2rl.config.compose import compose, grid_cells, grid_overrides
 from checkout import REPO, child_env
 
+PLANNED_OUTPUTS = re.compile(r"^ +output: (.*)$", re.MULTILINE)
 RUN_AGENT_JOB = re.compile(
     r"^rule run_agent:\n(?:^ +.*\n)*?^ +output: results/runs/(?P<task>[^/\s]+)/(?P<agent>[^/\s]+)"
     r"/(?P<driver>[^/\s]+)/seed(?P<seed>\d+)/run\.json", re.MULTILINE)
@@ -34,6 +36,15 @@ def planned_cells(output: str) -> list[dict]:
     return [{**m.groupdict(), "seed": int(m["seed"])} for m in RUN_AGENT_JOB.finditer(output)]
 
 
+def cell_outputs(cell: dict) -> set[str]:
+    """What the workflow leaves for one cell, relative to its working directory."""
+    layout = Layout(results=Path("results"), resources=Path("resources"))
+    run = layout.run(**cell)
+    paths = (run.run_json, run.final, run.summary_json, run.summary_md, run.integrity,
+             layout.selected_model(**cell))
+    return {str(path) for path in paths}
+
+
 @pytest.mark.parametrize("grid", ["ci", "smoke", "paper"])
 def test_dry_run_plans_every_cell(grid, tmp_path):
     result = snakemake("-n", "--config", f"grid={grid}", workdir=tmp_path)
@@ -42,6 +53,11 @@ def test_dry_run_plans_every_cell(grid, tmp_path):
     expected = grid_cells(compose(grid_overrides(grid)))
     planned = planned_cells(output)
     assert sorted(map(cell_key, planned)) == sorted(map(cell_key, expected))
+    # every cell's outputs are planned, in two jobs per cell (run_agent and finish_run)
+    outputs = {path for line in PLANNED_OUTPUTS.findall(output) for path in line.split(", ")}
+    for cell in expected:
+        assert cell_outputs(cell) <= outputs, cell
+    assert output.count("rule finish_run:") == len(expected)
     assert "rule build_leaderboard:" in output
     assert not (tmp_path / "results").exists()  # planning writes nothing
     if grid == "paper":  # configured-but-unimplemented tasks are planned like the others

@@ -155,14 +155,9 @@ def model_of_task(wildcards):
     return str(PATHS.model_done(MODEL_OF_TASK[wildcards.task]))
 
 
-def run_summaries(wildcards):
-    """summary.json of every cell of the grid."""
-    return [str(PATHS.run(**cell).summary_json) for cell in CELLS]
-
-
-def selected_models(wildcards):
-    """The exported selected model (results/models/...) of every cell of the grid."""
-    return [str(PATHS.selected_model(**cell)) for cell in CELLS]
+# summary.json of every cell of the grid (the leaderboard's and the report's input); the job
+# that writes one also exports the cell's selected model (finish_run)
+RUN_SUMMARIES = [str(PATHS.run(**cell).summary_json) for cell in CELLS]
 
 
 # ------------------------------------------------------------------------------- resources

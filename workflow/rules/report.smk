@@ -1,57 +1,12 @@
-# What a run leaves for people: a summary per run (with its integrity checks), the selected
-# model exported for DVC, a leaderboard and a static HTML report per grid.
+# What a grid leaves for people: a leaderboard and a static HTML report (each run's summary
+# and exported model come from finish_run, grade.smk).
 # `snakemake --cores 1 --report report.zip` collects the outputs marked with report() (a zip,
 # because the HTML report is a folder).
 
 
-rule summarize_run:
-    input:
-        run=str(RUN.run_json),
-        final=str(RUN.final),
-        baseline=str(BASELINE),
-        # the sealed splits the contamination check compares the agent's files with
-        manifest=str(PREPARED.manifest),
-    output:
-        json=str(RUN.summary_json),
-        md=report(
-            str(RUN.summary_md),
-            category="Runs",
-            subcategory="{task}",
-            labels={"agent": "{agent}", "driver": "{driver}", "seed": "{seed}"},
-        ),
-        integrity=str(RUN.integrity),
-    log:
-        str(PATHS.log("summarize_run", CELL_PATH)),
-    params:
-        overrides=overrides_of_cell,
-    resources:
-        **resources_of("summarize_run"),
-    conda:
-        "../envs/a2rl.yaml"
-    script:
-        "../scripts/summarize_run.py"
-
-
-rule export_model:
-    input:
-        final=str(RUN.final),
-    output:
-        model=directory(str(PATHS.selected_model(*CELL))),
-    log:
-        str(PATHS.log("export_model", CELL_PATH)),
-    params:
-        overrides=overrides_of_cell,
-    resources:
-        **resources_of("export_model"),
-    conda:
-        "../envs/a2rl.yaml"
-    script:
-        "../scripts/export_model.py"
-
-
 rule build_leaderboard:
     input:
-        summaries=run_summaries,
+        summaries=RUN_SUMMARIES,
     output:
         csv=report(str(PATHS.leaderboard_csv), category="Leaderboard"),
         md=str(PATHS.leaderboard_md),
@@ -72,7 +27,7 @@ rule build_leaderboard:
 
 rule build_report:
     input:
-        summaries=run_summaries,
+        summaries=RUN_SUMMARIES,
         leaderboard=str(PATHS.leaderboard_csv),
     output:
         report=report(

@@ -123,25 +123,28 @@ def _configure_logging() -> None:
         logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, stream=sys.stderr)
 
 
-def run_stage(name: str, overrides: Sequence[str], log_path: str | None = None,
-              expect: Iterable[os.PathLike | str] = ()) -> Any:
-    """Compose the cell of ``overrides`` and run one stage on it, logging to ``log_path``.
-    ``expect``: files the stage must have written (a Snakemake rule's outputs); their absence
-    means the rule's paths and ``a2rl.common.layout`` disagree, which is an error."""
+def run_stages(names: Sequence[str], overrides: Sequence[str], log_path: str | None = None,
+               expect: Iterable[os.PathLike | str] = ()) -> list[Any]:
+    """Compose the cell of ``overrides`` once and run the stages ``names`` on it in order,
+    logging to ``log_path``; returns what each returned. ``expect``: files the stages must have
+    written (a Snakemake rule's outputs); their absence means the rule's paths and
+    ``a2rl.common.layout`` disagree, which is an error."""
     from a2rl.config.compose import compose
     from a2rl.pipeline.agent_settings import check_settings
 
-    function = stage_function(name)
+    functions = [stage_function(name) for name in names]
+    results = []
     with log_output(log_path):
         cfg = check_settings(compose(overrides))
-        log.info("stage %s: %s", name, " ".join(overrides))
-        result = function(cfg)
+        for name, function in zip(names, functions, strict=True):
+            log.info("stage %s: %s", name, " ".join(overrides))
+            results.append(function(cfg))
+            log.info("stage %s done", name)
         missing = [str(p) for p in expect if not Path(p).exists()]
         if missing:
-            raise RuntimeError(f"stage {name} finished without writing {missing}; the "
-                               f"workflow's output paths and a2rl.common.layout disagree")
-        log.info("stage %s done", name)
-    return result
+            raise RuntimeError(f"stages {', '.join(names)} finished without writing {missing}; "
+                               f"the workflow's output paths and a2rl.common.layout disagree")
+    return results
 
 
 def run_leaderboard(overrides: Sequence[str], run_roots: Iterable[os.PathLike | str],
@@ -224,7 +227,7 @@ def _stage(args: list[str]) -> int:
         print(f"usage: a2rl stage NAME [OVERRIDES...]; NAME is one of {', '.join(STAGES)}",
               file=sys.stderr)
         return 2
-    run_stage(args[0], args[1:])
+    run_stages([args[0]], args[1:])
     return 0
 
 

@@ -8,8 +8,11 @@ run ignores them. The keys are Snakemake's standard ones and those of the execut
 - ``run_agent``: the agent's ``agent.resources``, for the budget's time limit plus what the
   harness adds to it (an evaluation in flight at the deadline finishes, the kill grace, and
   every evaluation when ``budget.count_eval_time`` is false) plus the cluster's ``start_s``.
-- ``measure_baseline`` and ``final_grade``: the task's ``task.resources``, for one evaluation
-  (``task.eval_s``) per split they score.
+- ``measure_baseline``: the task's ``task.resources``, for one evaluation (``task.eval_s``) per
+  split it scores.
+- ``finish_run`` runs the stages after a run in one job: ``final_grade`` (the task's resources,
+  one evaluation), then ``export_model`` and ``summarize_run`` (small): what the largest of them
+  needs, for the sum of their times.
 - every other rule prepares data or tabulates: one core, a little memory, minutes.
 """
 
@@ -24,7 +27,7 @@ from omegaconf import OmegaConf
 from a2rl.config.compose import conf_dir
 from a2rl.config.types import ClusterConfig, ConfigError, ResourcesConfig, RunConfig
 
-# rules that move files, download or tabulate: one core and a little memory
+# rules and stages that move files, download or tabulate: one core and a little memory
 SMALL = ResourcesConfig(cpus=1, gpus=0, mem_mb=4000)
 # their work in seconds, generous: prepare_model may download a 7B model from the Hub, and
 # prepare_task may generate games; the others read or copy what a run left
@@ -36,8 +39,12 @@ SMALL_WORK_S = {
     "build_leaderboard": 600.0,
     "build_report": 900.0,
 }
-GRADING_RULES = ("measure_baseline", "final_grade")
-RULES = ("run_agent", *GRADING_RULES, *SMALL_WORK_S)
+GRADING_STAGES = ("measure_baseline", "final_grade")
+# rules whose job runs several stages one after the other (workflow/rules/grade.smk)
+STAGES_OF_RULE = {"finish_run": ("final_grade", "export_model", "summarize_run")}
+# the workflow's rules; work_of also sizes each stage of STAGES_OF_RULE alone
+RULES = ("prepare_model", "prepare_task", "measure_baseline", "run_agent", "finish_run",
+         "build_leaderboard", "build_report")
 
 
 def agent_seconds(cfg: RunConfig) -> float:
@@ -58,13 +65,24 @@ def grading_seconds(rule: str, cfg: RunConfig) -> float:
 
 def work_of(rule: str, cfg: RunConfig) -> tuple[ResourcesConfig, float]:
     """What ``rule`` needs on ``cfg``'s cell or task, and for how many seconds of work."""
+    if rule in STAGES_OF_RULE:
+        return combined_work([work_of(stage, cfg) for stage in STAGES_OF_RULE[rule]])
     if rule == "run_agent":
         return cfg.agent.resources, agent_seconds(cfg)
-    if rule in GRADING_RULES:
+    if rule in GRADING_STAGES:
         return cfg.task.resources, grading_seconds(rule, cfg)
     if rule in SMALL_WORK_S:
         return SMALL, SMALL_WORK_S[rule]
     raise ConfigError(f"no resources for rule {rule!r}; expected one of {', '.join(RULES)}")
+
+
+def combined_work(works: list[tuple[ResourcesConfig, float]]) -> tuple[ResourcesConfig, float]:
+    """Stages run one after the other in one job: the most CPUs, GPUs and memory any of them
+    needs, for the sum of their times."""
+    specs = [spec for spec, _ in works]
+    largest = ResourcesConfig(cpus=max(s.cpus for s in specs), gpus=max(s.gpus for s in specs),
+                              mem_mb=max(s.mem_mb for s in specs))
+    return largest, sum(seconds for _, seconds in works)
 
 
 def partition_of(spec: ResourcesConfig, cluster: ClusterConfig) -> str | None:
