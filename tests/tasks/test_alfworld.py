@@ -14,7 +14,7 @@ import pytest
 
 from a2rl.common.files import iter_jsonl
 from a2rl.common.layout import PreparedTaskPaths
-from a2rl.config.types import ConfigError, TaskConfig
+from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
 from a2rl.task.base import load_task
 from a2rl.task.envs import Choice, ExpertPolicy, RandomPolicy, play
 from checkout import FULL_DATA, REPO
@@ -135,12 +135,18 @@ def alfworld_cfg(**params) -> TaskConfig:
         **params})
 
 
-def test_prepare_seals_the_test_games_and_gives_demonstrations(tmp_path):
-    task = load_task(alfworld_cfg(), tmp_path)
-    out = PreparedTaskPaths(tmp_path / "prepared")
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("alfworld")
+    task = load_task(alfworld_cfg(max_steps=12), tmp)
+    out = PreparedTaskPaths(tmp / "prepared")
     out.data.mkdir(parents=True)
     out.sealed.mkdir(parents=True)
-    facts = task.prepare(out)
+    return task, out, task.prepare(out)
+
+
+def test_prepare_seals_the_test_games_and_gives_demonstrations(prepared):
+    task, out, facts = prepared
     rows = list(iter_jsonl(out.test))
     assert [r["goal_type"] for r in rows] == ["clean"]
     assert (out.sealed / rows[0]["game"]).exists()
@@ -154,6 +160,33 @@ def test_prepare_seals_the_test_games_and_gives_demonstrations(tmp_path):
     assert pairs and all(p["prompt"].startswith(task.fmt.instructions) for p in pairs)
     assert "alfworld_env" in (out.data / "README.md").read_text()
     assert "alfworld_env.py" in task.description()
+
+
+def test_agent_side_rollout_runs_from_the_data_folder(prepared):
+    """The copies in data/ play the train games without the a2rl package's envs module."""
+    import subprocess
+    import sys
+
+    _, out, _ = prepared
+    script = ("import sys; sys.modules['a2rl.task.envs'] = None; sys.path.insert(0, '.')\n"
+              "from alfworld_env import AlfworldEnv, load_games, PROMPT\n"
+              "from a2rl_envs import play, RandomPolicy, success_rate\n"
+              "eps = play(load_games('games'), AlfworldEnv, RandomPolicy(0), 2, PROMPT)\n"
+              "print(len(eps), sorted(e.info['goal_type'] for e in eps))\n")
+    result = subprocess.run([sys.executable, "-c", script], cwd=out.data, check=False,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[0] == "2 ['pick', 'pick_two']"
+
+
+def test_evaluate_plays_the_sealed_game_with_a_model(prepared, tiny_model):
+    task, out, _ = prepared
+    inference = InferenceConfig(backend="hf", batch_size=4, max_new_tokens=4, torch_threads=1)
+    result = task.evaluate(tiny_model, out.test, inference)
+    assert result.n == 1 and result.per_item == [0.0]  # a random tiny model does not win
+    (record,) = result.records
+    assert record["goal_type"] == "clean" and record["steps"] == 12
+    assert "success_clean" in result.breakdown
 
 
 def test_paper_configuration_and_the_missing_data_error(tmp_path):
