@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import random
 import shutil
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,15 @@ def find_games(root: Path, split: str) -> list[Path]:
     return games
 
 
+def sample(games: list[Path], n: int | None) -> list[Path]:
+    """``n`` of the games (all with ``None``), a seeded sample kept in path order: the paths
+    are sorted by task type, so the first ``n`` would leave types out."""
+    if not n or n >= len(games):
+        return games
+    keep = set(random.Random(0).sample(range(len(games)), n))
+    return [g for i, g in enumerate(games) if i in keep]
+
+
 def _copy(games: list[Path], root: Path, dest: Path) -> list[Path]:
     """Copy each game's trial folder to ``dest/<split>/<task>/<trial>/`` (the layout keeps the
     task type in the path); returns the copied game files."""
@@ -100,10 +110,9 @@ def prepare_alfworld(p, base: Path, out) -> tuple[list[str], list[dict[str, Any]
     """Copy the train games into ``out.data/games/`` and the test games into
     ``out.sealed/games/``; returns (train game files, test rows, goal types, source)."""
     root = data_root(p.data_path, base)
-    test = find_games(root, p.split)
-    test = test[:p.test_games] if p.test_games else test
-    train = [g for split in p.train_splits for g in find_games(root, split)]
-    train = train[:p.train_games] if p.train_games else train
+    test = sample(find_games(root, p.split), p.test_games)
+    train = sample([g for split in p.train_splits for g in find_games(root, split)],
+                   p.train_games)
     if SPLITS.get(p.split, p.split) in {SPLITS.get(s, s) for s in p.train_splits}:
         raise ConfigError(f"task.params.train_splits={p.train_splits} include the test split "
                           f"{p.split!r}")

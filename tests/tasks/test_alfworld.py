@@ -62,6 +62,17 @@ def test_discovery_keeps_what_alfworlds_loader_keeps(tmp_path, traj):
         find_games(root, "eval_in_distribution")
 
 
+def test_a_capped_split_is_a_seeded_sample_across_task_types():
+    from a2rl_tasks.alfworld.alfworld_data import sample
+
+    games = [Path(f"{kind}-X-{i}/t/game.tw-pddl") for kind in ("look_at", "pick_and", "pick_two")
+             for i in range(20)]
+    kept = sample(games, 12)
+    assert kept == sample(games, 12) == sorted(kept) and len(kept) == 12
+    assert {g.parts[0].split("-")[0] for g in kept} == {"look_at", "pick_and", "pick_two"}
+    assert sample(games, None) == sample(games, 60) == games
+
+
 def test_missing_data_says_how_to_get_it(tmp_path):
     from a2rl_tasks.alfworld.alfworld_data import data_root
 
