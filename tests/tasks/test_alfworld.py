@@ -65,7 +65,7 @@ def test_discovery_keeps_what_alfworlds_loader_keeps(tmp_path, traj):
 def test_a_capped_split_is_a_seeded_sample_across_task_types():
     from a2rl_tasks.alfworld.alfworld_data import sample
 
-    games = [Path(f"{kind}-X-{i}/t/game.tw-pddl") for kind in ("look_at", "pick_and", "pick_two")
+    games = [Path(f"{kind}-X-{i:02d}/t/game.tw-pddl") for kind in ("look_at", "pick_and", "pick_two")
              for i in range(20)]
     kept = sample(games, 12)
     assert kept == sample(games, 12) == sorted(kept) and len(kept) == 12
