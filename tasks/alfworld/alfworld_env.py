@@ -125,20 +125,26 @@ class AlfworldEnv(TextEnv):
     def _expert_action(self, state, admissible: list[str]) -> str | None:
         if not self.expert:
             return None
+        handcoded = self._handcoded_next(state, admissible)  # every step: it tracks the game
         k = len(self.taken)
         if self.taken == self.walkthrough[:k] and k < len(self.walkthrough):
             return self.walkthrough[k]
         if self.handcoded is not None:
-            if not self.taken:
-                return None
-            from alfworld.agents.expert import HandCodedAgentTimeout
-            try:
-                action = self.handcoded.act(state, 0, state["won"], self.taken[-1])
-            except HandCodedAgentTimeout:
-                return None
-            return action if action in admissible else None
+            return handcoded
         plan = self._replan()
         return plan[0] if plan else None
+
+    def _handcoded_next(self, state, admissible: list[str]) -> str | None:
+        """ALFWorld's handcoded expert's next action, as ``AlfredExpert`` asks it after each
+        step (None before the first step, without traj_data.json, or when it gives up)."""
+        if self.handcoded is None or not self.taken:
+            return None
+        from alfworld.agents.expert import HandCodedAgentTimeout
+        try:
+            action = self.handcoded.act(state, 0, state["won"], self.taken[-1])
+        except HandCodedAgentTimeout:
+            return None
+        return action if action in admissible else None
 
     def _replan(self) -> list[str]:
         """The PDDL planner's plan from the current state (what ``policy_commands`` gives)."""

@@ -65,8 +65,8 @@ def test_discovery_keeps_what_alfworlds_loader_keeps(tmp_path, traj):
 def test_a_capped_split_is_a_seeded_sample_across_task_types():
     from a2rl_tasks.alfworld.alfworld_data import sample
 
-    games = [Path(f"{kind}-X-{i:02d}/t/game.tw-pddl") for kind in ("look_at", "pick_and", "pick_two")
-             for i in range(20)]
+    games = [Path(f"{kind}-X-{i:02d}/t/game.tw-pddl")
+             for kind in ("look_at", "pick_and", "pick_two") for i in range(20)]
     kept = sample(games, 12)
     assert kept == sample(games, 12) == sorted(kept) and len(kept) == 12
     assert {g.parts[0].split("-")[0] for g in kept} == {"look_at", "pick_and", "pick_two"}
@@ -137,6 +137,28 @@ def test_the_expert_recovers_from_a_detour():
     (ep,) = play(games, AlfworldExpertEnv, DetourThenExpert(), 50, PROMPT)
     assert ep.won and ep.steps[0]["method"] == "detour"
     assert all(s["expert"] for s in ep.steps)
+
+
+def test_with_traj_data_alfworlds_handcoded_expert_recovers(tmp_path):
+    """With the full download's traj_data.json (here written from the folder name, the fields
+    ALFWorld's handcoded expert reads) the expert off the walkthrough is ALFWorld's own."""
+    import shutil
+
+    from a2rl_tasks.alfworld.alfworld_env import PROMPT, AlfworldExpertEnv, load_games
+
+    source = Path(load_games(FIXTURE / "json_2.1.1" / "train")[0]).parent
+    trial = tmp_path / source.parent.name / source.name
+    shutil.copytree(source, trial)
+    (trial / "traj_data.json").write_text(json.dumps({
+        "task_type": "pick_and_place_simple", "pddl_params": {
+            "object_target": "SprayBottle", "parent_target": "Toilet", "toggle_target": "",
+            "mrecep_target": "", "object_sliced": False}}))
+    env = AlfworldExpertEnv()
+    env.reset(str(trial / "game.tw-pddl"))
+    assert env.handcoded is not None
+    env.close()
+    (ep,) = play([str(trial / "game.tw-pddl")], AlfworldExpertEnv, DetourThenExpert(), 50, PROMPT)
+    assert ep.won and ep.steps[0]["method"] == "detour"
 
 
 def alfworld_cfg(**params) -> TaskConfig:
