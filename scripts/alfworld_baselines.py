@@ -12,8 +12,8 @@ The games are read the way the ``alfworld`` task reads them (``alfworld_data.fin
 ``a2rl.task.envs.play`` in the grader's prompt format. The expert replays each game's
 ``walkthrough`` (the walkthrough must win every game); the random policy picks a uniformly random
 admissible action each step (mean over seeds); the model is played as the grader plays it
-(greedy, batched, the reply mapped to the closest admissible action). The model subset is the
-first ``--model-games`` games of a seeded shuffle (seed 0), so every task type can appear.
+(greedy, batched, the reply mapped to the closest admissible action). The model subset takes
+``--model-games`` games in turn from each task type (seeded shuffle, seed 0).
 Wall times and the load average are recorded (the machine may be shared).
 """
 
@@ -42,6 +42,23 @@ def summary(games: list[str], won: list[float]) -> dict:
 
     return {"success": 100.0 * sum(won) / len(won), "games": len(won),
             "breakdown": score_by_group([task_type(g) for g in games], won, "success")}
+
+
+def stratified(games: list[str], n: int) -> list[str]:
+    """``n`` games taken in turn from each task type (a seeded shuffle within each type), so
+    a subset of 6k games has k of every type."""
+    from a2rl_tasks.alfworld.alfworld_env import task_type
+
+    by_type: dict[str, list[str]] = {}
+    for g in random.Random(0).sample(games, len(games)):
+        by_type.setdefault(task_type(g), []).append(g)
+    queues = [by_type[k] for k in sorted(by_type)]
+    out: list[str] = []
+    while len(out) < min(n, len(games)):
+        for q in queues:
+            if q and len(out) < n:
+                out.append(q.pop(0))
+    return out
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -90,7 +107,7 @@ def main(argv: list[str] | None = None) -> dict:
         from a2rl.task.envs import GeneratorPolicy
         from a2rl.task.inference import load_generator
 
-        subset = random.Random(0).sample(games, min(a.model_games, len(games)))
+        subset = stratified(games, a.model_games)
         cfg = InferenceConfig(backend="hf", batch_size=max(1, len(subset)), max_new_tokens=24,
                               torch_threads=a.threads)
         generator = load_generator(Path(a.model), cfg)
