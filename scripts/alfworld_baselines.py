@@ -44,6 +44,15 @@ def summary(games: list[str], won: list[float]) -> dict:
             "breakdown": score_by_group([task_type(g) for g in games], won, "success")}
 
 
+def save(report: dict, out: str | None) -> None:
+    """Print the report so far and write it to ``out``: a long run leaves what it finished."""
+    text = json.dumps(report, indent=1)
+    print(text, flush=True)
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(text + "\n")
+
+
 def stratified(games: list[str], n: int) -> list[str]:
     """``n`` games taken in turn from each task type (a seeded shuffle within each type), so
     a subset of 6k games has k of every type."""
@@ -81,7 +90,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     from a2rl.task.envs import ExpertPolicy, RandomPolicy, play
 
-    games = [str(g) for g in find_games(data_root(a.data, Path.cwd()), a.split)]
+    root = data_root(a.data, Path.cwd())
+    games = [str(g) for g in find_games(root, a.split)]
     report: dict = {"data": a.data, "split": a.split, "max_steps": a.max_steps,
                     "games": len(games), "cpus": os.cpu_count()}
     if not a.skip_expert:
@@ -92,6 +102,7 @@ def main(argv: list[str] | None = None) -> dict:
                             "off_walkthrough": [e.game for e in eps if
                                                 [s["action"] for s in e.steps]
                                                 != e.info["walkthrough"]]}
+        save(report, a.out)
     if a.random_seeds:
         won, per_seed = [0.0] * len(games), []
         _, t = timed(lambda: [per_seed.append(play(games, AlfworldEnv, RandomPolicy(s),
@@ -102,6 +113,7 @@ def main(argv: list[str] | None = None) -> dict:
         report["random"] = {**summary(games, won), **t, "seeds": a.random_seeds,
                             "per_seed": [100.0 * sum(e.won for e in eps) / len(eps)
                                          for eps in per_seed]}
+        save(report, a.out)
     if a.model:
         from a2rl.config.types import InferenceConfig
         from a2rl.task.envs import GeneratorPolicy
@@ -115,16 +127,12 @@ def main(argv: list[str] | None = None) -> dict:
                                     a.max_steps, PROMPT))
         methods = [s["method"] for e in eps for s in e.steps]
         report["model"] = {**summary(subset, [float(e.won) for e in eps]), **t,
-                           "model": a.model, "subset": [str(Path(g).relative_to(a.data))
+                           "model": a.model, "subset": [str(Path(g).relative_to(root))
                                                         for g in subset],
                            "mean_steps": sum(e.n_steps for e in eps) / len(eps),
                            "exact_action_pct": 100.0 * methods.count("exact") / max(1,
                                                                                    len(methods))}
-    text = json.dumps(report, indent=1)
-    print(text)
-    if a.out:
-        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(text + "\n")
+        save(report, a.out)
     return report
 
 
