@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import socket
+from types import SimpleNamespace
 
 import pytest
 
@@ -20,6 +21,7 @@ from a2rl.config.compose import compose
 from a2rl.isolation.egress import host_allowed
 from a2rl.isolation.sandbox import Sandbox
 from a2rl.pipeline.network import EGRESS_PORT, network_record, network_session
+from a2rl.report.markdown import _network
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 
@@ -100,6 +102,8 @@ def test_allowlist_starts_the_egress_proxy_and_the_summary_lists_its_hosts(tmp_p
     assert summary["policy"] == "allowlist"
     assert [(h["host"], h["port"], h["allowed"], h["connections"]) for h in summary["hosts"]] \
         == [("localhost", 443, False, 1), ("pypi.org", 443, False, 1)]
+    shown = "\n".join(_network(SimpleNamespace(network=summary)))  # summary.md's section
+    assert "Policy: allowlist" in shown and "| pypi.org | 443 | refused | 1 |" in shown
 
 
 def test_allowlist_matching():
