@@ -326,5 +326,4 @@ def test_stack_run_mounts_tools_read_only_and_the_agent_folder_writable(tmp_path
     # network llm: a network namespace of its own (--unshare-net, or --unshare-all without
     # --share-net), the proxy's port forwarded to its socket before the agent command
     assert "--share-net" not in argv and ("--unshare-net" in argv or "--unshare-all" in argv)
-    relay = argv.index(RELAY)
-    assert argv[relay + 1:] == ["41234=/run/a2rl/llm.sock", "--", "true"]
+    assert argv[-5:] == ["-I", RELAY, "41234=/run/a2rl/llm.sock", "--", "true"]
