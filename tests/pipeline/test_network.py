@@ -18,7 +18,7 @@ from a2rl.common.layout import RunPaths
 from a2rl.common.records import RunRecord
 from a2rl.config.checks import ConfigError
 from a2rl.config.compose import compose
-from a2rl.isolation.egress import host_allowed
+from a2rl.isolation.egress import EgressProxy, host_allowed
 from a2rl.isolation.sandbox import Sandbox
 from a2rl.pipeline.network import EGRESS_PORT, network_record, network_session
 from a2rl.report.markdown import _network
@@ -68,11 +68,11 @@ def test_open_is_recorded_and_forwards_nothing(tmp_path):
     assert "--unshare-net" not in sandbox.command(["true"], {})
 
 
-def connect_through(sock_path, target: str) -> str:
+def connect_through(sock_path, target: str, extra: str = "") -> str:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
         client.settimeout(10)
         client.connect(str(sock_path))
-        client.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+        client.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n{extra}\r\n".encode())
         return client.recv(4096).decode().split("\r\n")[0]
 
 
@@ -104,6 +104,17 @@ def test_allowlist_starts_the_egress_proxy_and_the_summary_lists_its_hosts(tmp_p
         == [("localhost", 443, False, 1), ("pypi.org", 443, False, 1)]
     shown = "\n".join(_network(SimpleNamespace(network=summary)))  # summary.md's section
     assert "Policy: allowlist" in shown and "| pypi.org | 443 | refused | 1 |" in shown
+
+
+def test_the_egress_proxy_refuses_oversized_and_malformed_requests(tmp_path):
+    log = tmp_path / "egress.jsonl"
+    with EgressProxy(tmp_path / "egress.sock", log, ["pypi.org"]):
+        assert connect_through(tmp_path / "egress.sock", "pypi.org:443",
+                               "X-Pad: " + "a" * 70_000 + "\r\n").endswith("431 Request Header "
+                                                                          "Fields Too Large")
+        assert connect_through(tmp_path / "egress.sock", "pypi.org").endswith("400 Bad Request")
+    outcomes = [json.loads(line)["outcome"] for line in log.read_text().splitlines()]
+    assert outcomes == ["bad_request", "bad_request"]
 
 
 def test_allowlist_matching():

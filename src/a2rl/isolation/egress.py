@@ -99,7 +99,8 @@ class EgressProxy:
     def _run(self) -> None:
         loop = self._loop = asyncio.new_event_loop()
         server = loop.run_until_complete(
-            asyncio.start_unix_server(self._handle, path=str(self.socket_path)))
+            asyncio.start_unix_server(self._handle, path=str(self.socket_path),
+                                      limit=HEAD_LIMIT))
         os.chmod(self.socket_path, 0o666)
         self._ready.set()
         try:
@@ -139,8 +140,10 @@ class EgressProxy:
         except Refused as refused:
             entry |= {"outcome": refused.outcome, "reason": refused.reason[:300]}
             _answer(writer, refused.status, refused.reason)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError,
-                ConnectionError):
+        except asyncio.LimitOverrunError:  # a head over HEAD_LIMIT
+            entry["outcome"] = "bad_request"
+            _answer(writer, 431, "request head too large")
+        except (asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError):
             entry["outcome"] = "client_closed"
         finally:
             writer.close()
@@ -150,8 +153,6 @@ class EgressProxy:
     def _parse(self, head: bytes) -> tuple[str, str, int, Optional[bytes]]:
         """(method, host, port, what to send upstream: None for CONNECT, else the request
         rewritten to origin form and closing after one response)."""
-        if len(head) > HEAD_LIMIT:
-            raise Refused(431, "bad_request", "request head too large")
         line, _, rest = head.partition(b"\r\n")
         parts = line.decode("latin-1").split(" ")
         if len(parts) != 3:
@@ -162,7 +163,10 @@ class EgressProxy:
             if not host or not port.isdigit():
                 raise Refused(400, "bad_request", "CONNECT needs host:port")
             return method, host.strip("[]").lower(), int(port), None
-        url = urlsplit(target)
+        try:
+            url = urlsplit(target)
+        except ValueError as err:
+            raise Refused(400, "bad_request", "malformed URL") from err
         if url.scheme != "http" or not url.hostname:
             raise Refused(400, "bad_request", "only CONNECT and absolute http:// URLs are proxied")
         try:
