@@ -61,7 +61,7 @@ def run_dir(tmp_path):
     return tmp_path, run
 
 
-def run_probe(run: Path, secrets: dict, network: bool = False) -> dict:
+def run_probe(run: Path, secrets: dict, network: str = "none") -> dict:
     sandbox = Sandbox("bwrap", run / "workspace", run / "tools", run / "grader", network)
     uid = sandbox.uid
     argv = sandbox.command([sys.executable, "-c", PROBE, json.dumps(secrets)], {"PATH": "/usr/bin"})
@@ -112,7 +112,9 @@ def test_missing_bwrap_refuses_to_start(monkeypatch, tmp_path):
     assert Sandbox("none", tmp_path, tmp_path, tmp_path).command(["true"], {}) == ["true"]
 
 
-def test_network_agents_reach_host_loopback(run_dir):
+def test_only_the_open_policy_reaches_host_loopback(run_dir):
+    """``open`` shares the host's network namespace; ``llm`` and ``allowlist`` do not (their
+    proxies are forwarded unix sockets: tests/attacks/test_network_attacks.py)."""
     import socket
     _, run = run_dir
     server = socket.socket()
@@ -122,14 +124,20 @@ def test_network_agents_reach_host_loopback(run_dir):
     code = (f"import socket; s = socket.create_connection(('127.0.0.1', {port}), timeout=5); "
             "s.sendall(b'hi'); print('sent')")
     results = {}
-    for network in (True, False):
+    for network in ("open", "llm", "allowlist", "none"):
         sandbox = Sandbox("bwrap", run / "workspace", run / "tools", run / "grader", network)
         argv = sandbox.command([sys.executable, "-c", code], {"PATH": "/usr/bin"})
         results[network] = subprocess.run(argv, capture_output=True, text=True,
                                           env=sandbox.host_env({}), timeout=60)
     server.close()
-    assert results[True].stdout.strip() == "sent"
-    assert results[False].returncode != 0
+    assert results["open"].stdout.strip() == "sent"
+    for network in ("llm", "allowlist", "none"):
+        assert results[network].returncode != 0, network
+
+
+def test_the_old_boolean_network_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="none.*llm.*allowlist.*open"):
+        Sandbox("bwrap", tmp_path, tmp_path, tmp_path, True)
 
 
 def test_host_paths_under_tmp_stay_visible(tmp_path):

@@ -15,7 +15,7 @@ import pytest
 from a2rl.common.layout import RunPaths
 from a2rl.config.compose import compose, conf_dir
 from a2rl.config.types import ConfigError
-from a2rl.isolation.sandbox import Sandbox
+from a2rl.isolation.sandbox import RELAY, Sandbox
 from a2rl.llm.drivers import DriverKeyMissing, StackRun, check_driver, replay_script
 from a2rl.llm.stacks import (
     AGENT_DIR_VIEW,
@@ -59,7 +59,7 @@ def test_the_six_stacks_are_configured():
     assert sorted(STACKS) == LLM_AGENTS
     for name in LLM_AGENTS:
         agent = compose([f"agent={name}"]).agent
-        assert (agent.stack, agent.command, agent.network) == (name, [], True)
+        assert (agent.stack, agent.command, agent.network) == (name, [], "llm")
         assert agent.version and agent.version[0].isdigit()  # pinned, not "latest"
 
 
@@ -317,11 +317,13 @@ def test_stack_run_mounts_tools_read_only_and_the_agent_folder_writable(tmp_path
     for name in ("workspace/code", "workspace/output", "tools", "grader"):
         (tmp_path / "run" / name).mkdir(parents=True, exist_ok=True)
     sandbox = Sandbox("bwrap", run.workspace, tmp_path / "run" / "tools",
-                      tmp_path / "run" / "grader", True, **stack_run.mounts())
+                      tmp_path / "run" / "grader", cfg.agent.network, **stack_run.mounts())
+    sandbox.forwards = {41234: "/run/a2rl/llm.sock"}
     argv = sandbox.command(["true"], {})
     pairs = list(zip(argv, argv[1:], argv[2:], strict=False))
     assert ("--ro-bind", str(folder), str(folder)) in pairs
     assert ("--bind", str(run.agent_files), AGENT_DIR_VIEW) in pairs
-    # the host's network: no new network namespace (asked for as --share-net after
-    # --unshare-all, or by leaving --unshare-net out under a root harness)
-    assert "--unshare-net" not in argv and ("--unshare-all" not in argv or "--share-net" in argv)
+    # network llm: a network namespace of its own (--unshare-net, or --unshare-all without
+    # --share-net), the proxy's port forwarded to its socket before the agent command
+    assert "--share-net" not in argv and ("--unshare-net" in argv or "--unshare-all" in argv)
+    assert argv[-5:] == ["-I", RELAY, "41234=/run/a2rl/llm.sock", "--", "true"]

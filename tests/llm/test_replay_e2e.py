@@ -271,6 +271,8 @@ def test_agent_trains_and_submits_through_the_replay_driver(stack, e2e_root):
     record = json.loads((run / "run.json").read_text())
     assert (record["status"], record["exit_code"], record["stack"]) == ("completed", 0, stack), log
     assert record["transcript"] == "transcript.jsonl"
+    # the CLI reached its LLM through the forwarded proxy socket only (network policy llm)
+    assert record["network"] == {"policy": "llm"}
     # the agent wrote and ran a training script, and the weights moved
     workspace = run / "workspace"
     assert "AdamW" in (workspace / "code" / "train.py").read_text()
@@ -306,7 +308,7 @@ def test_agent_trains_and_submits_through_the_replay_driver(stack, e2e_root):
     assert len(normalised.commands) == sum(1 for t in script["turns"] if "shell" in t)
     assert all(t.llm_call for t in normalised.turns if t.role == "assistant")
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["status"] == "completed"
+    assert summary["status"] == "completed" and summary["network"] == {"policy": "llm"}
 
 
 @pytest.mark.integration

@@ -183,7 +183,8 @@ def summarize(cfg: RunConfig, layout: Layout,
         code={"repo": str(paths.code_repo) if revisions else None,
               "final_commit": final_commit, "revisions": revisions},
         llm=llm, cost_usd=cost,
-        grading_usage=run.grading_usage if run else None, integrity=integrity,
+        grading_usage=run.grading_usage if run else None,
+        network=network_of(run, paths), integrity=integrity,
         failures=failures_of(items, events, run, paths.agent_log),
         timeline=timeline,
         files={name: str(path) for name, path in _files(paths).items() if path.exists()},
@@ -202,11 +203,29 @@ def _llm(paths: RunPaths) -> dict[str, Any] | None:
     return totals
 
 
+def network_of(run: RunRecord | None, paths: RunPaths) -> dict[str, Any] | None:
+    """run.json's network policy with the hosts contacted through the egress proxy (each:
+    host, port, allowed, connections, bytes up and down); None when neither was recorded."""
+    record = dict(run.network) if run and run.network else None
+    if not paths.egress.exists():
+        return record
+    hosts: dict[tuple, dict[str, Any]] = {}
+    for line in iter_jsonl(paths.egress):
+        key = (line.get("host"), line.get("port"), bool(line.get("allowed")))
+        seen = hosts.setdefault(key, {"host": key[0], "port": key[1], "allowed": key[2],
+                                      "connections": 0, "bytes_up": 0, "bytes_down": 0})
+        seen["connections"] += 1
+        seen["bytes_up"] += int(line.get("bytes_up") or 0)
+        seen["bytes_down"] += int(line.get("bytes_down") or 0)
+    return (record or {}) | {"hosts": sorted(hosts.values(), key=lambda h: (
+        str(h["host"]), h["port"] or 0))}
+
+
 def _files(paths: RunPaths) -> dict[str, Path]:
     return {"run": paths.run_json, "ledger": paths.ledger, "events": paths.events,
             "agent_log": paths.agent_log, "final": paths.final, "code_repo": paths.code_repo,
             "integrity": paths.integrity, "llm_calls": paths.llm_calls,
-            "transcript": paths.transcript}
+            "transcript": paths.transcript, "egress": paths.egress}
 
 
 def summarize_run(cfg: RunConfig, check_integrity: bool = True) -> RunSummary:

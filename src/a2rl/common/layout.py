@@ -12,6 +12,8 @@ results/
       llm_calls.jsonl transcript.jsonl agent/   LLM calls (a2rl.llm.proxy), the agent CLI's
                               transcript
       judge_calls.jsonl       calls of an API judge while grading (never the agent's spending)
+      egress.jsonl            the sandbox's connections out under agent.network=allowlist
+                              (a2rl.isolation.egress)
       code.git/               the agent's code at each submission and at the end
                               (a2rl.grading.recording)
       integrity.json          contamination and tamper checks (a2rl.analysis.integrity)
@@ -132,6 +134,11 @@ class RunPaths:
     def judge_calls(self) -> Path:
         """One line per call the grader made to an API judge (a2rl.llm.proxy format)."""
         return self.root / "judge_calls.jsonl"
+
+    @property
+    def egress(self) -> Path:
+        """One line per connection through the egress proxy (a2rl.isolation.egress)."""
+        return self.root / "egress.jsonl"
 
     @property
     def transcript(self) -> Path:

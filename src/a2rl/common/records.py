@@ -229,6 +229,9 @@ class RunRecord(CellRecord):
     # the agent's memory, process and tmpfs limits, what enforced each and the kernel's OOM
     # kills (a2rl.isolation.limits.Confinement.record); None in runs before they were kept
     resources: dict[str, Any] | None = recorded(written_if="resources", default=None)
+    # what the sandbox could reach: {"policy": none|llm|allowlist|open, "allowlist": [...]}
+    # (a2rl.pipeline.network.network_record); None in runs before it was kept
+    network: dict[str, Any] | None = recorded(written_if="network", default=None)
     # an LLM agent's stack (a2rl.llm.drivers.StackRun)
     stack: str | None = recorded(written_if="stack", default=None)
     stack_version: str | None = recorded(written_if="stack", default=None)
@@ -376,6 +379,8 @@ class RunSummary(CellRecord):
     cost_usd: Number | None
     # what grading cost (a judge's calls; run.json's), never part of the agent's cost_usd
     grading_usage: dict[str, Any] | None = None
+    # run.json's network policy and the hosts the egress proxy saw (a2rl.analysis.summary)
+    network: dict[str, Any] | None = None
     integrity: dict[str, Any] | None  # a2rl.analysis.integrity.check_run
     failures: list[dict[str, Any]]  # {"kind", "message", "elapsed_s", "excerpt"}
     timeline: list[dict[str, Any]]  # events.jsonl

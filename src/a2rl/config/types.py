@@ -28,6 +28,11 @@ LEVELS = ("L1", "L2", "L3")
 BACKENDS = ("auto", "hf", "vllm")
 SANDBOXES = ("bwrap", "none")
 AGENT_KINDS = ("reference", "llm")
+# what an agent's sandbox may reach (docs/sandbox.md): nothing, the run's LLM proxy, that and
+# agent.allowlist's hosts through the egress proxy, or the host's whole network
+NETWORK_POLICIES = ("none", "llm", "allowlist", "open")
+DEFAULT_ALLOWLIST = ("pypi.org", "files.pythonhosted.org", "huggingface.co",
+                     "cdn-lfs.huggingface.co", "registry.npmjs.org")
 PROVIDERS = ("none", "anthropic", "openai", "gemini", "openai_compatible", "replay")
 MODEL_SOURCES = ("smollm2_gguf", "tiny", "hf", "path")
 # names that become folders (results/runs/<task>/<agent>/<driver>/, resources/models/<model>/)
@@ -159,8 +164,12 @@ class AgentConfig:
         "help": "argv run in the sandbox for reference agents; the runner expands {python} (the "
                 "interpreter) and {agents} (the read-only reference-agents folder). Empty for "
                 "llm agents, whose stack builds the command line."})
-    network: bool = field(default=False, metadata={
-        "help": "Whether the sandbox may reach the network (LLM APIs); false for references."})
+    network: str = field(default="none", metadata={
+        "help": "What the sandbox may reach: none (reference agents), llm (only the run's LLM "
+                "proxy; LLM agents), allowlist (the proxy and agent.allowlist's hosts through "
+                "an egress proxy, logged to egress.jsonl) or open (the host's network)."})
+    allowlist: list[str] = field(default_factory=lambda: list(DEFAULT_ALLOWLIST), metadata={
+        "help": "Host names reachable under network=allowlist (a leading dot: any subdomain)."})
     env: dict[str, str] = field(default_factory=dict, metadata={
         "help": "Extra environment variables for the agent process."})
     settings: dict[str, dict[str, Any]] = field(default_factory=dict, metadata={
@@ -194,6 +203,11 @@ class AgentConfig:
                 f"{PRECISIONS}")
         require(self.kind in AGENT_KINDS,
                 f"agent {self.name!r}: kind={self.kind!r}; expected one of {AGENT_KINDS}")
+        require(isinstance(self.network, str) and self.network in NETWORK_POLICIES,
+                f"agent {self.name!r}: network={self.network!r}; expected one of "
+                f"{NETWORK_POLICIES} (true/false are no longer accepted)")
+        require(self.kind != "llm" or self.network != "none",
+                f"agent {self.name!r} is kind llm: network none leaves its LLM unreachable")
         require(self.torch_threads >= 0,
                 f"agent.torch_threads={self.torch_threads}; expected >= 0")
         if self.kind == "llm":

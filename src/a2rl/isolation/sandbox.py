@@ -14,6 +14,11 @@ Who the agent is on the host decides what its writes can do there:
   own (``setpriv``: no capability in any set, no_new_privs); the writable areas are handed to
   that uid before it starts.
 
+The network (``network``, a2rl.config.types.NETWORK_POLICIES): under every policy but ``open``
+the sandbox has its own network namespace, a loopback only; the run's LLM proxy and egress
+proxy are unix sockets in /run/a2rl, which ``forwards`` relays to 127.0.0.1 ports inside
+(a2rl/isolation/netrelay.py, started before the agent command). ``open`` shares the host's.
+
 Either way: no capability survives, ``/proc/sys`` is read-only, every bind is nosuid and nodev
 (bwrap's default), and ``/etc/passwd`` and ``/etc/group`` name only root, the agent and nobody.
 """
@@ -28,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from a2rl.config.types import NETWORK_POLICIES
 from a2rl.isolation.agent_python import base_installation, interpreter
 from a2rl.isolation.bwrap import (
     AGENT_SYSTEM,
@@ -40,6 +46,7 @@ from a2rl.isolation.bwrap import (
 WORKSPACE = "/workspace"
 TOOLS = "/opt/a2rl"
 GRADER_DIR = "/run/a2rl"
+RELAY = "/opt/relay/relay.py"  # the port forwarder inside the sandbox (netrelay.py)
 HOME = "/tmp/home"
 SANDBOX_UID = 1000  # the agent's uid inside its user namespace (non-root harness)
 # A root harness runs each agent as a random uid from this range: no user, file or process on a
@@ -79,7 +86,7 @@ class Sandbox:
     workspace: Path
     tools: Path
     grader_dir: Path
-    network: bool = False
+    network: str = "none"  # none, llm, allowlist or open (a2rl.config.types.NETWORK_POLICIES)
     extra_ro: list[Path] = field(default_factory=list)
     # the agents' Python environment (resources/agent-python, a2rl.isolation.agent_python):
     # first on PATH and ``{python}`` of an agent's command; None: the base interpreter alone
@@ -90,8 +97,13 @@ class Sandbox:
     extra_rw: dict[str, Path] = field(default_factory=dict)
     host_uid: int = field(default_factory=agent_host_uid)
     tmpfs_bytes: Optional[int] = None  # the size of each of /tmp and /dev/shm; None: the kernel's
+    # port inside the sandbox -> unix socket inside it (under /run/a2rl), relayed by netrelay.py
+    forwards: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if self.network not in NETWORK_POLICIES:  # True/False of old callers included
+            raise ValueError(f"sandbox network={self.network!r}; expected one of "
+                             f"{NETWORK_POLICIES}")
         if self.kind != "bwrap":
             return
         missing = [tool for tool in ("bwrap", "setpriv") if shutil.which(tool) is None
@@ -154,19 +166,31 @@ class Sandbox:
             bwrap = BwrapCommand("--unshare-ipc", "--unshare-pid", "--unshare-uts",
                                  "--unshare-cgroup-try", "--die-with-parent", "--new-session",
                                  open_parents=True)
-            if not self.network:
+            if not self.shares_network:
                 bwrap.add("--unshare-net")
         else:
             bwrap = BwrapCommand("--unshare-all", "--die-with-parent", "--new-session",
                                  "--cap-drop", "ALL")
             bwrap.identity(SANDBOX_UID)
-            if self.network:
+            if self.shares_network:
                 bwrap.add("--share-net")
         bwrap.add("--hostname", "a2rl")
         self._mount(bwrap).environment(env)
-        return bwrap.run(WORKSPACE, argv, wrapper=drop_to(self.host_uid) if self.as_root else (),
+        return bwrap.run(WORKSPACE, self._relayed(argv),
+                         wrapper=drop_to(self.host_uid) if self.as_root else (),
                          args_file=self.workspace.parent / IDENTITY_DIR / "bwrap.args"
                          if conceal else None)
+
+    @property
+    def shares_network(self) -> bool:
+        return self.network == "open"
+
+    def _relayed(self, argv: list[str]) -> list[str]:
+        """``argv`` started behind the port forwarder when the sandbox has ports to forward."""
+        if not self.forwards or self.shares_network:
+            return list(argv)
+        pairs = [f"{port}={path}" for port, path in sorted(self.forwards.items())]
+        return [self.interpreter, "-I", RELAY, *pairs, "--", *argv]
 
     def host_env(self, env: dict[str, str]) -> dict[str, str] | None:
         """The environment for Popen: bwrap gets its own via --setenv, the host run gets env."""
@@ -181,6 +205,7 @@ class Sandbox:
             f"{AGENT_USER}:x:{uid}:{uid}:a2rl agent:{HOME}:/bin/sh\n"
             "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
         (identity / "group").write_text(f"root:x:0:\n{AGENT_USER}:x:{uid}:\nnogroup:x:65534:\n")
+        shutil.copy(Path(__file__).with_name("netrelay.py"), identity / "relay.py")
         if self.as_root:
             for area in self.writable:
                 hand_over(area, self.host_uid)
@@ -204,6 +229,7 @@ class Sandbox:
         identity = self.workspace.parent / IDENTITY_DIR
         bwrap.ro_bind(identity / "passwd", "/etc/passwd").ro_bind(identity / "group",
                                                                     "/etc/group")
+        bwrap.ro_bind(identity / "relay.py", RELAY)
         self._pythons(bwrap)
         for path in self.extra_ro:
             bwrap.ro_bind(path)

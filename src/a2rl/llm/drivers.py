@@ -72,8 +72,10 @@ def check_driver(cfg: RunConfig) -> None:
 
 
 @contextmanager
-def driver_session(cfg: RunConfig, run: RunPaths, events: EventLog) -> Iterator[Optional[LLMProxy]]:
-    """Start the run's proxy (and replay server); yields the proxy, None for driver none."""
+def driver_session(cfg: RunConfig, run: RunPaths, events: EventLog,
+                   socket_path: Optional[Path] = None) -> Iterator[Optional[LLMProxy]]:
+    """Start the run's proxy (and replay server); yields the proxy, None for driver none.
+    ``socket_path``: the proxy listens there too (a sandbox without the host's network)."""
     if cfg.driver.provider == "none":
         yield None
         return
@@ -96,7 +98,8 @@ def driver_session(cfg: RunConfig, run: RunPaths, events: EventLog) -> Iterator[
         proxy = LLMProxy(settings, run.llm_calls, "a2rl-" + secrets.token_urlsafe(24),
                          on_exhausted=lambda totals: events.emit("llm_budget_exhausted",
                                                                  **totals),
-                         on_record=lambda entry: events.emit("llm_call", **call_event(entry)))
+                         on_record=lambda entry: events.emit("llm_call", **call_event(entry)),
+                         socket_path=socket_path)
         stack.enter_context(proxy)
         events.emit("proxy_start", url=proxy.url, provider=settings.provider,
                     model=settings.model, max_tokens=settings.max_tokens,

@@ -349,11 +349,18 @@ class LLMProxy(Served):
 
     def __init__(self, settings: ProxySettings, calls_path: Path, dummy_key: str,
                  on_exhausted: Optional[Callable[[dict[str, Any]], None]] = None,
-                 on_record: Optional[Callable[[dict[str, Any]], None]] = None):
+                 on_record: Optional[Callable[[dict[str, Any]], None]] = None,
+                 socket_path: Optional[Path] = None):
         self.settings = settings
         self.dummy_key = dummy_key
         self.log = CallLog(calls_path, settings, on_exhausted, on_record)
-        self._server = LoopbackServer(create_app(settings, self.log, dummy_key), "a2rl-proxy")
+        # ``socket_path``: served there too, for a sandbox with a network namespace of its own
+        self._server = LoopbackServer(create_app(settings, self.log, dummy_key), "a2rl-proxy",
+                                      socket_path)
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
 
     @property
     def exhausted(self) -> bool:

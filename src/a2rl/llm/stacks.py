@@ -7,7 +7,7 @@ An agent config (conf/agent/<name>.yaml) names its stack and pins a version::
     kind: llm
     stack: claude_code        # a key of STACKS
     version: "2.1.332"        # the package version installed into the tools folder
-    network: true             # the sandbox shares the host network (the proxy is on loopback)
+    network: llm              # only the run's LLM proxy (forwarded into the sandbox)
 
 Installing (``install_stack`` / ``scripts/install_agents.py``) puts the package into
 ``resources/tools/<stack>/<version>/`` (or ``$A2RL_AGENT_TOOLS/<stack>/<version>/``), never into

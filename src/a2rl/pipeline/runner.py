@@ -30,6 +30,7 @@ from a2rl.llm.drivers import DriverKeyMissing, StackRun, check_driver, driver_se
 from a2rl.llm.proxy import LLMProxy, llm_totals
 from a2rl.llm.stacks import AgentNotInstalled
 from a2rl.pipeline.agent_settings import settings_env
+from a2rl.pipeline.network import network_record, network_session, proxy_socket
 from a2rl.task.base import Task
 
 SUBMIT_COMMAND = "a2rl submit"  # how description.md tells the agent to submit
@@ -95,7 +96,7 @@ def agent_env(cfg: RunConfig, sandbox: Sandbox, grader_url: str, http_url: str, 
            "A2RL_PRECISION": agent_precision(cfg),
            "A2RL_TORCH_THREADS": threads, "PYTHONUNBUFFERED": "1",
            "TOKENIZERS_PARALLELISM": "false", "HF_HOME": f"{home}/hf"}
-    if not cfg.agent.network:
+    if cfg.agent.network not in ("allowlist", "open"):  # the hub is out of reach
         env |= {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     # the GPUs this job was given (Slurm and the other schedulers set it): the agent uses those
     # only, as the grader and vLLM do in the harness's own process
@@ -298,9 +299,12 @@ def serve_and_run_agent(cell: Cell, service: GradingService, description: str
     cfg, sandbox = cell.cfg, cell.sandbox
     token = secrets.token_urlsafe(24)
     with GradingServer(service, token, cell.grader_dir / "grader.sock") as server, \
-            driver_session(cfg, cell.run, cell.events) as proxy:
+            driver_session(cfg, cell.run, cell.events,
+                           proxy_socket(sandbox, cell.grader_dir)) as proxy, \
+            network_session(cfg, sandbox, cell.run, cell.grader_dir,
+                            proxy.port if proxy else None, cell.events) as network_env:
         env = agent_env(cfg, sandbox, f"unix:{sandbox.grader_dir_view}/grader.sock",
-                        server.http_url, token, cfg.budget.time_limit_s)
+                        server.http_url, token, cfg.budget.time_limit_s) | network_env
         command, env = agent_command(cell, proxy, description, env)
         outcome = run_in_sandbox(cell, command, env, proxy)
         service.wait_idle()
@@ -326,7 +330,8 @@ def run_in_sandbox(cell: Cell, command: list[str], env: dict[str, str],
         argv = confinement.wrap(cell.sandbox.command(command, env, conceal=True))
         clock.start()
         events.emit("agent_start", agent=cfg.agent.name, driver=cfg.driver.name,
-                    sandbox=cfg.sandbox, command=command, resources=confinement.record())
+                    sandbox=cfg.sandbox, network=cfg.agent.network, command=command,
+                    resources=confinement.record())
         # a used-up LLM budget ends the agent like the time budget does
         time_left = (clock.time_left if proxy is None else
                      lambda: 0.0 if proxy.exhausted else clock.time_left())
@@ -361,7 +366,7 @@ def run_record(cell: Cell, started: str, outcome: ProcessOutcome, proxy: Optiona
               "status": status, "time_limit_s": cfg.budget.time_limit_s,
               "sandbox": cfg.sandbox, "feedback": cell.split_name,
               "submissions": len(entries), "hardware": cell.hardware,
-              "resources": outcome.resources}
+              "resources": outcome.resources, "network": network_record(cfg)}
     if cell.stack_run is not None:
         record |= cell.stack_run.finish(run) | {"stack": cfg.agent.stack,
                                                 "stack_version": cfg.agent.version}

@@ -107,7 +107,7 @@ def render_markdown(s: RunSummary) -> str:
     lines += _failures(s)
     lines += ["", "## Integrity", ""] + _blocks(integrity.section)
     lines += _llm(s)
-    lines += _grading(s)
+    lines += _grading(s) + _network(s)
     lines += _timeline(s)
     return "\n".join(lines) + "\n"
 
@@ -249,6 +249,22 @@ def _grading(s: RunSummary) -> list[str]:
                         "cost_usd", "judge_failed_submissions") if k in usage]
     return ["", "## Grading usage (the judge; not the agent's cost)", ""] + _table(
         keys, [[_cell(usage[k]) for k in keys]])
+
+
+def _network(s: RunSummary) -> list[str]:
+    """The sandbox's network policy and the hosts the egress proxy saw (allowlist only)."""
+    network = s.network
+    if not network:
+        return []
+    lines = ["", "## Network", "", f"Policy: {_cell(network.get('policy'))}."]
+    hosts = network.get("hosts") or []
+    if not hosts:
+        return lines
+    return lines + [""] + _table(
+        ["host", "port", "allowed", "connections", "bytes up", "bytes down"],
+        [[_cell(h["host"]), _cell(h["port"]), "yes" if h["allowed"] else "refused",
+          _cell(h["connections"]), _cell(h["bytes_up"]), _cell(h["bytes_down"])]
+         for h in hosts])
 
 
 def _timeline(s: RunSummary) -> list[str]:
