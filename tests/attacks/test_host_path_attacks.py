@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 from hostile_sandbox import attack, make_cell
 
-from checkout import REPO
+from a2rl.isolation.sandbox import RELAY
+from checkout import AGENT_PYTHON, REPO
 
 pytestmark = [pytest.mark.attacks,
               pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")]
@@ -30,7 +31,7 @@ pytestmark = [pytest.mark.attacks,
 # names it (the pointers of an editable install are covered by an empty file from there too)
 # (/run/a2rl: the harness makes the grader's folder in /tmp, a cell here in the run's folder)
 FROM_RUN = ("/workspace", "/workspace/code", "/workspace/output", "/opt/a2rl", "/etc/passwd",
-            "/etc/group", "/run/a2rl")
+            "/etc/group", "/run/a2rl", RELAY)  # RELAY: the network policy's port forwarder
 
 
 def editable_source() -> list[str]:
@@ -46,7 +47,10 @@ def editable_source() -> list[str]:
 PROGRAM = r'''
 import base64, sysconfig
 secrets = json.loads(base64.b64decode(sys.argv[1]))  # encoded: the command line is searched
+own_paths = json.loads(base64.b64decode(sys.argv[2]))  # mounted at their own paths (see below)
 def found_in(text):
+    for path in own_paths:
+        text = text.replace(path, "")
     return [s for s in secrets if s in text]
 hits = {}
 def check(name, text):
@@ -93,10 +97,17 @@ report()
 '''
 
 
+def own_paths() -> list[str]:
+    """The agents' Python environment is mounted at its own path (its scripts' #! lines name
+    it; docs/sandbox.md, still open in issue #11 item 9): its path is the one host path the
+    agent may read, wherever the environment lives (resources/ of the checkout by default)."""
+    return sorted({str(AGENT_PYTHON), str(AGENT_PYTHON.resolve())}, key=len, reverse=True)
+
+
 def test_no_host_path_of_the_repository_or_results_is_readable(tmp_path):
     cell = make_cell(tmp_path)
     secrets = sorted({str(REPO), str(REPO.resolve()), str(cell.root), *editable_source()})
-    result = attack(cell, PROGRAM, encoded(secrets), timeout_s=120).result
+    result = attack(cell, PROGRAM, encoded(secrets), encoded(own_paths()), timeout_s=120).result
 
     assert result["files"] > 1000, result["files"]  # the walk did read the Python installation
     assert result["hits"] == {}, result["hits"]
@@ -114,12 +125,12 @@ def test_home_path_is_readable_only_where_the_python_installation_lives(tmp_path
     under it (pyenv in /root here): then its own paths name it, nothing else does."""
     cell = make_cell(tmp_path)
     home = str(Path.home())
-    result = attack(cell, PROGRAM, encoded([home]), timeout_s=120).result
+    result = attack(cell, PROGRAM, encoded([home]), encoded([]), timeout_s=120).result
     under_home = sys.base_prefix.startswith(home + "/") or sys.prefix.startswith(home + "/")
     if not under_home:
         assert result["hits"] == {} and result["mount_roots"] == {}, result
         return
-    python = (sys.prefix, sys.base_prefix, os.path.dirname(sys.executable))
+    python = (sys.prefix, sys.base_prefix, os.path.dirname(sys.executable), *own_paths())
     # the interpreter's path (the agent's command, a launcher's #!) and, when the home is
     # /root, the sandbox's own passwd naming root's usual home
     allowed = {"/proc/1/cmdline", "/opt/a2rl/bin/a2rl"} | ({"/etc/passwd"} if home == "/root"

@@ -107,7 +107,8 @@ def test_only_infra_failures_are_retried(tmp_path):
     output. (The noop agent made an LLM agent by overrides; prepare and baseline run for real
     on the tiny model.)"""
     cell = "results/runs/gsm8k_arith/noop/none/seed0/run.json"
-    overrides = '["agent.kind=llm","+agent.stack=codex","+agent.version=0.0.0","agent.command=[]"]'
+    overrides = ('["agent.kind=llm","agent.network=llm","+agent.stack=codex",'
+                 '"+agent.version=0.0.0","agent.command=[]"]')
     result = snakemake("--cores", "1", "--config", "grid=ci", "infra_retries=1",
                        f"overrides={overrides}", "--", cell, workdir=tmp_path)
     output = result.stdout + result.stderr
