@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 from pathlib import Path
 
 from transformers import AutoTokenizer
@@ -115,3 +116,21 @@ class Rig:
         code, body = client.request("GET", "/status", url=self.server.url, token=TOKEN,
                                     timeout=30)
         assert code == 200 and body["task"] == "t"
+
+
+def while_swapping(swap, action, n: int) -> list:
+    """``n`` results of ``action()``, taken while another thread keeps calling ``swap`` (one
+    step of an attack that swaps files under the harness as fast as it can)."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            swap()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        return [action() for _ in range(n)]
+    finally:
+        stop.set()
+        thread.join()

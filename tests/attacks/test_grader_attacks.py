@@ -10,10 +10,10 @@ import json
 import os
 import shutil
 import socket
-import threading
 import time
 
 import pytest
+from grader_rig import while_swapping
 
 pytestmark = pytest.mark.attacks
 
@@ -50,24 +50,16 @@ def test_submitted_folder_swapped_for_a_link_during_the_copy(rig):
     folder = rig.model("m")
     (folder / "extra").mkdir()
     (folder / "extra" / "notes.txt").write_text("mine\n")
-    stop = threading.Event()
+    real, link = folder / "extra.real", folder / "extra.link"
+    link.symlink_to(rig.sealed)
 
     def swap() -> None:
-        real, link = folder / "extra.real", folder / "extra.link"
-        link.symlink_to(rig.sealed)
-        while not stop.is_set():
-            os.rename(folder / "extra", real)
-            os.rename(link, folder / "extra")
-            os.rename(folder / "extra", link)
-            os.rename(real, folder / "extra")
+        os.rename(folder / "extra", real)
+        os.rename(link, folder / "extra")
+        os.rename(folder / "extra", link)
+        os.rename(real, folder / "extra")
 
-    swapper = threading.Thread(target=swap, daemon=True)
-    swapper.start()
-    try:
-        answers = [rig.post("output/m") for _ in range(12)]
-    finally:
-        stop.set()
-        swapper.join()
+    answers = while_swapping(swap, lambda: rig.post("output/m"), 12)
     codes = {code for code, _ in answers}
     assert codes <= {200, 400, 403, 404, 409} and 403 in codes, answers  # the swap was seen
     # what was stored is the agent's own (with or without extra/, caught mid-rename)
@@ -79,24 +71,16 @@ def test_submitted_folder_swapped_for_a_link_during_the_copy(rig):
 def test_top_level_folder_swapped_for_a_link_to_proc_self(rig):
     """The issue's 1.76 GB of pagemap: output/m becomes a link to /proc/self mid-submission."""
     folder = rig.model("m")
-    stop = threading.Event()
+    link, real = rig.ws / "output" / "m.link", rig.ws / "output" / "m.real"
+    link.symlink_to("/proc/self")
 
     def swap() -> None:
-        link = rig.ws / "output" / "m.link"
-        link.symlink_to("/proc/self")
-        while not stop.is_set():
-            os.rename(folder, rig.ws / "output" / "m.real")
-            os.rename(link, folder)
-            os.rename(folder, link)
-            os.rename(rig.ws / "output" / "m.real", folder)
+        os.rename(folder, real)
+        os.rename(link, folder)
+        os.rename(folder, link)
+        os.rename(real, folder)
 
-    swapper = threading.Thread(target=swap, daemon=True)
-    swapper.start()
-    try:
-        answers = [rig.post("output/m", timeout=30) for _ in range(8)]
-    finally:
-        stop.set()
-        swapper.join()
+    answers = while_swapping(swap, lambda: rig.post("output/m", timeout=30), 8)
     assert {code for code, _ in answers} <= {200, 400, 403, 404, 409}, [
         b["error"] for c, b in answers if c not in (200, 400, 403, 404, 409)]
     assert sum(p.stat().st_size for p in rig.store_files()) < 50 * 2**20
@@ -118,22 +102,14 @@ def test_file_swapped_for_a_fifo_during_the_copy_never_stalls(rig):
     folder = rig.model("m")
     target = folder / "tokenizer.json"
     saved = target.read_bytes()
-    stop = threading.Event()
 
     def swap() -> None:
-        while not stop.is_set():
-            target.unlink()
-            os.mkfifo(target)
-            target.unlink()
-            target.write_bytes(saved)
+        target.unlink()
+        os.mkfifo(target)
+        target.unlink()
+        target.write_bytes(saved)
 
-    swapper = threading.Thread(target=swap, daemon=True)
-    swapper.start()
-    try:
-        answers = [rig.post("output/m", timeout=20) for _ in range(8)]
-    finally:
-        stop.set()
-        swapper.join()
+    answers = while_swapping(swap, lambda: rig.post("output/m", timeout=20), 8)
     # 422: the copy caught the file half rewritten (empty), which is the agent's doing
     assert {code for code, _ in answers} <= {200, 400, 404, 409, 422}, answers
     rig.assert_serving()

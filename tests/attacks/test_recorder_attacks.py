@@ -13,11 +13,11 @@ import shutil
 import socket
 import stat
 import subprocess
-import threading
 import time
 from pathlib import Path
 
 import pytest
+from grader_rig import while_swapping
 
 from a2rl.common.beneath import Limits
 from a2rl.common.clock import BudgetClock
@@ -65,19 +65,8 @@ def assert_nothing_sealed(repo: Path, names: bool = False) -> None:
 
 def snapshots_during(swap, recorder: recording.CodeRecorder, n: int = 20) -> list:
     """``n`` snapshots taken while another thread keeps calling ``swap``."""
-    stop = threading.Event()
-
-    def loop() -> None:
-        while not stop.is_set():
-            swap()
-
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
-    try:
-        return [recorder.snapshot(f"s{i}") for i in range(n)]
-    finally:
-        stop.set()
-        thread.join()
+    names = iter(range(n))
+    return while_swapping(swap, lambda: recorder.snapshot(f"s{next(names)}"), n)
 
 
 def test_link_to_the_sealed_split_is_recorded_as_a_link(ws, tmp_path):
