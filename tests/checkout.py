@@ -51,3 +51,14 @@ def child_env(**extra: str) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(REPO / "src"), str(REPO), env.get("PYTHONPATH")) if p)
     return env
+
+
+def prepare_in(task, folder: Path) -> tuple:
+    """``task`` prepared into ``folder`` as the prepare stage lays it out (data/, sealed/):
+    (the PreparedTaskPaths, the facts ``task.prepare`` returned)."""
+    from a2rl.common.layout import PreparedTaskPaths
+
+    out = PreparedTaskPaths(folder)
+    out.data.mkdir(parents=True)
+    out.sealed.mkdir(parents=True)
+    return out, task.prepare(out)

@@ -17,7 +17,7 @@ from a2rl.common.layout import PreparedTaskPaths
 from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
 from a2rl.task.base import load_task
 from a2rl.task.envs import Choice, ExpertPolicy, RandomPolicy, play
-from checkout import FULL_DATA, REPO
+from checkout import FULL_DATA, REPO, prepare_in
 
 FIXTURE = REPO / "tests" / "fixtures" / "alfworld"
 FULL = FULL_DATA / "alfworld" if FULL_DATA else None
@@ -172,10 +172,8 @@ def alfworld_cfg(**params) -> TaskConfig:
 def prepared(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("alfworld")
     task = load_task(alfworld_cfg(max_steps=12), tmp)
-    out = PreparedTaskPaths(tmp / "prepared")
-    out.data.mkdir(parents=True)
-    out.sealed.mkdir(parents=True)
-    return task, out, task.prepare(out)
+    out, facts = prepare_in(task, tmp / "prepared")
+    return task, out, facts
 
 
 def test_prepare_seals_the_test_games_and_gives_demonstrations(prepared):

@@ -37,7 +37,7 @@ from fastapi.responses import JSONResponse
 from a2rl.common.clock import BudgetClock
 from a2rl.common.events import EventLog
 from a2rl.common.files import iter_jsonl
-from a2rl.common.layout import Layout, PreparedTaskPaths
+from a2rl.common.layout import Layout
 from a2rl.config.compose import compose
 from a2rl.config.types import (
     ConfigError,
@@ -53,7 +53,7 @@ from a2rl.llm.loopback import LoopbackServer
 from a2rl.models.hf_folder import content_hash
 from a2rl.pipeline.harness import PipelineHarness
 from a2rl.task.base import GradingUnavailable
-from checkout import REPO
+from checkout import REPO, prepare_in
 
 FIXTURES = REPO / "tests" / "fixtures" / "alpacaeval"
 NO_DATA = Path("/nonexistent-data-root")
@@ -204,10 +204,7 @@ def test_split_is_seeded_and_never_shares_an_instruction(tmp_path):
 
 
 def test_prepare_writes_targets_for_train_and_seals_test(tmp_path):
-    out = PreparedTaskPaths(tmp_path / "prepared")
-    out.data.mkdir(parents=True)
-    out.sealed.mkdir(parents=True)
-    facts = task_with(test_size=40).prepare(out)
+    out, facts = prepare_in(task_with(test_size=40), tmp_path / "prepared")
     train, test = list(iter_jsonl(out.data / "train.jsonl")), list(iter_jsonl(out.test))
     assert (len(train), len(test)) == (765, 40) == (facts["sizes"]["train"],
                                                      facts["sizes"]["test"])
@@ -422,10 +419,7 @@ def test_an_api_judge_without_its_key_is_an_infrastructure_failure(tmp_path, mon
 # ---- the task end to end on the tiny model -------------------------------------------------------
 
 def prepared_split(tmp_path: Path, task) -> Path:
-    out = PreparedTaskPaths(tmp_path / "prepared")
-    out.data.mkdir(parents=True)
-    out.sealed.mkdir(parents=True)
-    task.prepare(out)
+    out, _ = prepare_in(task, tmp_path / "prepared")
     return out.test
 
 

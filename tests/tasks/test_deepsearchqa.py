@@ -18,7 +18,7 @@ from a2rl.common.layout import PreparedTaskPaths
 from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
 from a2rl.task.base import load_task
 from a2rl.task.envs import ExpertPolicy, play
-from checkout import FULL_DATA
+from checkout import FULL_DATA, prepare_in
 
 # the offline copy of the 900 real questions, in the full data ($A2RL_DATA) when it is there
 REAL_DSQA = FULL_DATA / "deepsearchqa" / "DSQA-full.json" if FULL_DATA else None
@@ -32,10 +32,7 @@ def world_task(**params) -> TaskConfig:
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
     task = load_task(world_task(), Path("."))
-    out = PreparedTaskPaths(tmp_path_factory.mktemp("prepared") / "deepsearchqa_world")
-    out.data.mkdir(parents=True)
-    out.sealed.mkdir(parents=True)
-    facts = task.prepare(out)
+    out, facts = prepare_in(task, tmp_path_factory.mktemp("prepared") / "deepsearchqa_world")
     return task, out, facts
 
 
@@ -329,10 +326,7 @@ def test_real_questions_give_the_papers_split(tmp_path, monkeypatch):
     task = load_task(TaskConfig(id="deepsearchqa", package="deepsearchqa", level="L3",
                                 params={"source": "dsqa", "backend": "web", "grader": "judge"}),
                      FULL_DATA)
-    out = PreparedTaskPaths(tmp_path / "deepsearchqa")
-    out.data.mkdir(parents=True)
-    out.sealed.mkdir(parents=True)
-    facts = task.prepare(out)
+    out, facts = prepare_in(task, tmp_path / "deepsearchqa")
     assert facts["source"]["rows"] == 900 and facts["excluded_empty_answer"]["count"] == 4
     assert sorted(facts["excluded_empty_answer"]["example_ids"]) == ["110", "132", "707", "892"]
     test = list(iter_jsonl(out.test))

@@ -15,11 +15,12 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from a2rl.common.files import iter_jsonl
-from a2rl.common.layout import Layout, PreparedTaskPaths
+from a2rl.common.layout import Layout
 from a2rl.config.types import DriverConfig, InferenceConfig, PricesConfig, TaskConfig
 from a2rl.llm.loopback import LoopbackServer
 from a2rl.pipeline.harness import PipelineHarness
 from a2rl.task.base import GradingUnavailable, load_task
+from checkout import prepare_in
 
 KEY = "fake-search-key"
 PAGE = """<html><head><title>{title}</title></head><body>
@@ -396,10 +397,7 @@ def test_real_task_evaluation_is_reproducible_from_its_caches(fake_search, fake_
     task.harness = PipelineHarness(Layout(results=tmp_path / "results",
                                           resources=tmp_path / "resources"))
     task.grading_calls = tmp_path / "run" / "judge_calls.jsonl"  # as the runner sets it
-    out = PreparedTaskPaths(tmp_path / "prepared")
-    out.data.mkdir(parents=True)
-    out.sealed.mkdir(parents=True)
-    task.prepare(out)
+    out, _ = prepare_in(task, tmp_path / "prepared")
     monkeypatch.setattr(inference, "load_generator", lambda model, cfg: ScriptedGenerator())
     infer = InferenceConfig(backend="hf")
     before = (fake_search.total, fake_judge.calls)

@@ -15,6 +15,7 @@ from a2rl.common.layout import PreparedTaskPaths
 from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
 from a2rl.task.base import load_task
 from a2rl.task.envs import ExpertPolicy, play
+from checkout import prepare_in
 
 PARAMS = {"source": "household", "train_games": 3, "test_games": 3, "max_steps": 8,
           "quest_length": [1, 2], "rooms": [1, 2], "objects": [3, 5], "random_seeds": 2}
@@ -27,10 +28,7 @@ def household(**params) -> TaskConfig:
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
     task = load_task(household(), Path("."))
-    out = PreparedTaskPaths(tmp_path_factory.mktemp("prepared") / "household")
-    out.data.mkdir(parents=True)
-    out.sealed.mkdir(parents=True)
-    facts = task.prepare(out)
+    out, facts = prepare_in(task, tmp_path_factory.mktemp("prepared") / "household")
     return task, out, facts
 
 

@@ -20,11 +20,10 @@ from a2rl_tasks.webshop.env import PROMPT, WebShopEnv
 from a2rl_tasks.webshop.products import DataFormatError, load_products
 
 from a2rl.common.files import iter_jsonl
-from a2rl.common.layout import PreparedTaskPaths
 from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
 from a2rl.task.base import load_task
 from a2rl.task.envs import ExpertPolicy, play
-from checkout import REPO
+from checkout import REPO, prepare_in
 
 FIXTURE = REPO / "tests" / "fixtures" / "webshop"  # see its PROVENANCE.md
 PARAMS = {"train_goals": 12, "test_goals": 8, "random_seeds": 2, "max_steps": 10}
@@ -35,17 +34,10 @@ def webshop(**params) -> TaskConfig:
                       params={**PARAMS, **params})
 
 
-def prepare(task, folder: Path) -> tuple[PreparedTaskPaths, dict]:
-    out = PreparedTaskPaths(folder)
-    out.data.mkdir(parents=True)
-    out.sealed.mkdir(parents=True)
-    return out, task.prepare(out)
-
-
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
     task = load_task(webshop(), Path("."))
-    out, facts = prepare(task, tmp_path_factory.mktemp("prepared") / "webshop")
+    out, facts = prepare_in(task, tmp_path_factory.mktemp("prepared") / "webshop")
     return task, out, facts
 
 
@@ -180,7 +172,7 @@ def test_results_per_page_is_the_shops_and_the_expert_pages_to_its_target(tmp_pa
     """A smaller page (the smoke grid's) is written with the shop, so the grader's env and the
     agent's copy page alike; the expert still reaches every target."""
     task = load_task(webshop(results_per_page=2, test_goals=4), Path("."))
-    out, facts = prepare(task, tmp_path / "webshop")
+    out, facts = prepare_in(task, tmp_path / "webshop")
     assert json.loads((out.data / "games" / "shop.json").read_text()) == {"results_per_page": 2}
     assert facts["expert_test"]["score"] == 100.0
     goal = next(iter_jsonl(out.sealed / "games" / "goals.jsonl"))
@@ -234,7 +226,7 @@ def test_real_format_loader_end_to_end(tmp_path):
     assert band["price"] == 100.0 and band["Price"] == "$100.0"
 
     task = load_task(webshop(**fixture_params()), Path("."))
-    out, facts = prepare(task, tmp_path / "webshop")
+    out, facts = prepare_in(task, tmp_path / "webshop")
     assert facts["source"]["kind"] == "webshop" and facts["source"]["goals"] == 6
     assert facts["sizes"]["test"] + facts["sizes"]["train_goals"] == 6
     assert facts["expert_test"]["score"] == 100.0 and facts["expert_train"]["score"] == 100.0
