@@ -65,11 +65,11 @@ def test_discovery_keeps_what_alfworlds_loader_keeps(tmp_path, traj):
 def test_a_capped_split_is_a_seeded_sample_across_task_types():
     from a2rl_tasks.alfworld.alfworld_data import sample
 
-    games = [Path(f"{kind}-X-{i:02d}/t/game.tw-pddl")
-             for kind in ("look_at", "pick_and", "pick_two") for i in range(20)]
+    kinds = ("look_at_obj_in_light", "pick_and_place_simple", "pick_two_obj_and_place")
+    games = [Path(f"{kind}-X-{i:02d}/t/game.tw-pddl") for kind in kinds for i in range(20)]
     kept = sample(games, 12)
     assert kept == sample(games, 12) == sorted(kept) and len(kept) == 12
-    assert {g.parts[0].split("-")[0] for g in kept} == {"look_at", "pick_and", "pick_two"}
+    assert sorted(g.parts[0].split("-")[0] for g in kept) == sorted(kinds * 4)  # 4 of each
     assert sample(games, None) == sample(games, 60) == games
 
 
