@@ -236,9 +236,14 @@ def test_the_copied_env_plays_a_real_game_in_the_sandbox_on_the_agents_python(
     nor that environment holds a sealed valid_unseen game."""
     import subprocess
 
+    from a2rl.isolation.agent_python import MARKER, extra_requirements
     from a2rl.isolation.sandbox import Sandbox
     from a2rl.isolation.workspace import provision_workspace
 
+    built = json.loads((agent_python / MARKER).read_text())["requirements"]
+    missing = [r for r in extra_requirements(REPO / "pyproject.toml") if r not in built]
+    assert not missing, (f"{agent_python} was built without {missing}: rebuild it with "
+                         "python scripts/agent_python.py")
     _, out, _ = prepared
     model = tmp_path / "model"
     model.mkdir()
