@@ -5,8 +5,9 @@
     python scripts/agent_python.py --force    # rebuild
 
 A virtual environment of this interpreter's installation with the training stack at the
-versions pyproject.toml pins (a2rl.isolation.agent_python.AGENT_PACKAGES) and nothing of the
-harness's: no a2rl, no task package, no task data. pip's cache makes a rebuild cheap.
+versions pyproject.toml pins (a2rl.isolation.agent_python.AGENT_PACKAGES, and the optional
+groups ENV_EXTRAS: the real ALFWorld engine) and nothing of the harness's: no a2rl, no task
+package, no task data. pip's cache makes a rebuild cheap (Fast Downward's wheel included).
 """
 
 from __future__ import annotations
@@ -20,13 +21,19 @@ import sys
 import time
 from pathlib import Path
 
-from a2rl.isolation.agent_python import MARKER, agent_python_dir, pinned_requirements
+from a2rl.isolation.agent_python import (
+    MARKER,
+    agent_python_dir,
+    extra_requirements,
+    pinned_requirements,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def requirements(vllm: bool) -> list[str]:
-    wanted = pinned_requirements(REPO / "pyproject.toml")
+    pyproject = REPO / "pyproject.toml"
+    wanted = pinned_requirements(pyproject) + extra_requirements(pyproject)
     if vllm:  # the harness's own vLLM (a CUDA build installed by hand) when it has one
         try:
             wanted.append(f"vllm=={importlib.metadata.version('vllm')}")

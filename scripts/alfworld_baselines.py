@@ -12,8 +12,9 @@ The games are read the way the ``alfworld`` task reads them (``alfworld_data.fin
 ``a2rl.task.envs.play`` in the grader's prompt format. The expert replays each game's
 ``walkthrough`` (the walkthrough must win every game); the random policy picks a uniformly random
 admissible action each step (mean over seeds); the model is played as the grader plays it
-(greedy, batched, the reply mapped to the closest admissible action). The model subset takes
-``--model-games`` games in turn from each task type (seeded shuffle, seed 0).
+(greedy, batched, the reply mapped to the closest admissible action). The model subset is the one
+the task's ``test_games`` cap takes (``alfworld_data.sample``: ``--model-games`` games, in turn
+from each task type, seeded), so a capped test split grades the same games.
 Wall times and the load average are recorded (the machine may be shared).
 """
 
@@ -22,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import sys
 import time
 from pathlib import Path
@@ -53,23 +53,6 @@ def save(report: dict, out: str | None) -> None:
         Path(out).write_text(text + "\n")
 
 
-def stratified(games: list[str], n: int) -> list[str]:
-    """``n`` games taken in turn from each task type (a seeded shuffle within each type), so
-    a subset of 6k games has k of every type."""
-    from a2rl_tasks.alfworld.alfworld_env import task_type
-
-    by_type: dict[str, list[str]] = {}
-    for g in random.Random(0).sample(games, len(games)):
-        by_type.setdefault(task_type(g), []).append(g)
-    queues = [by_type[k] for k in sorted(by_type)]
-    out: list[str] = []
-    while len(out) < min(n, len(games)):
-        for q in queues:
-            if q and len(out) < n:
-                out.append(q.pop(0))
-    return out
-
-
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=os.path.join(os.environ.get("A2RL_DATA", "data"),
@@ -85,7 +68,7 @@ def main(argv: list[str] | None = None) -> dict:
     a = ap.parse_args(argv)
     os.environ.setdefault("TQDM_DISABLE", "1")
 
-    from a2rl_tasks.alfworld.alfworld_data import data_root, find_games
+    from a2rl_tasks.alfworld.alfworld_data import data_root, find_games, sample
     from a2rl_tasks.alfworld.alfworld_env import PROMPT, AlfworldEnv, AlfworldExpertEnv
 
     from a2rl.task.envs import ExpertPolicy, RandomPolicy, play
@@ -119,7 +102,7 @@ def main(argv: list[str] | None = None) -> dict:
         from a2rl.task.envs import GeneratorPolicy
         from a2rl.task.inference import load_generator
 
-        subset = stratified(games, a.model_games)
+        subset = [str(g) for g in sample([Path(g) for g in games], a.model_games)]
         cfg = InferenceConfig(backend="hf", batch_size=max(1, len(subset)), max_new_tokens=24,
                               torch_threads=a.threads)
         generator = load_generator(Path(a.model), cfg)

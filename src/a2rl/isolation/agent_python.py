@@ -27,6 +27,10 @@ TRAINING_STACK = ("torch", "transformers", "trl", "peft", "datasets", "accelerat
 # WebShop's webshop_env/ searches and scores with bm25s, PyStemmer and thefuzz
 ENV_PACKAGES = ("textworld", "bm25s", "PyStemmer", "thefuzz")
 AGENT_PACKAGES = TRAINING_STACK + ENV_PACKAGES
+# pyproject.toml's optional-dependency groups the agents get whole: alfworld_env.py plays the real
+# ALFWorld train games with TextWorld's PDDL engine (textworld[pddl], Fast Downward) and ALFWorld's
+# wrappers (the alfworld package: code and scene layouts, no game files)
+ENV_EXTRAS = ("alfworld",)
 # written last by the build: the requirements it installed (an interrupted build has none)
 MARKER = "a2rl-agent-python.json"
 
@@ -73,6 +77,17 @@ def pinned_requirements(pyproject: Path, names=AGENT_PACKAGES) -> list[str]:
     if missing:
         raise ValueError(f"{pyproject} pins no version of {', '.join(missing)}")
     return [found[canonical(n)] for n in names]
+
+
+def extra_requirements(pyproject: Path, groups=ENV_EXTRAS) -> list[str]:
+    """The requirement lines of pyproject.toml's optional-dependency ``groups``, in order; a
+    missing group is an error."""
+    extras = tomllib.loads(Path(pyproject).read_text())["project"].get(
+        "optional-dependencies", {})
+    missing = [g for g in groups if g not in extras]
+    if missing:
+        raise ValueError(f"{pyproject} has no optional-dependency group {', '.join(missing)}")
+    return [line for g in groups for line in extras[g]]
 
 
 def canonical(name: str) -> str:
