@@ -6,13 +6,13 @@ one an editable install points to) and the results folder's.
 
 What remains, by the kernel's design: a bind mount shows the path of its source within its
 filesystem in mountinfo's 4th field (root), and the workspace is bound from the run's folder.
-The test allows that field, and only for the mounts made from the run's folder."""
+The test allows that field, and only for the mounts made from the run's folder and of the
+agents' Python environment (shown at /opt/agent-python, its host path named nowhere else)."""
 
 from __future__ import annotations
 
 import base64
 import json
-import os
 import shutil
 import sys
 from importlib import metadata
@@ -31,7 +31,9 @@ pytestmark = [pytest.mark.attacks,
 # names it (the pointers of an editable install are covered by an empty file from there too)
 # (/run/a2rl: the harness makes the grader's folder in /tmp, a cell here in the run's folder)
 FROM_RUN = ("/workspace", "/workspace/code", "/workspace/output", "/opt/a2rl", "/etc/passwd",
-            "/etc/group", "/run/a2rl", RELAY)  # RELAY: the network policy's port forwarder
+            "/etc/group", "/run/a2rl", RELAY,  # RELAY: the network policy's port forwarder
+            # the agents' environment's bin/ and pyvenv.cfg, written with neutral paths
+            "/opt/agent-python/bin", "/opt/agent-python/pyvenv.cfg")
 
 
 def editable_source() -> list[str]:
@@ -97,32 +99,38 @@ report()
 '''
 
 
-def own_paths() -> list[str]:
-    """The agents' Python environment is mounted at its own path (its scripts' #! lines name
-    it; docs/sandbox.md, still open in issue #11 item 9): its path is the one host path the
-    agent may read, wherever the environment lives (resources/ of the checkout by default)."""
-    return sorted({str(AGENT_PYTHON), str(AGENT_PYTHON.resolve())}, key=len, reverse=True)
+def from_agent_python(roots: dict[str, str]) -> set[str]:
+    """The mounts of the agents' Python environment's own folders (lib/, include/, ...): shown
+    at /opt/agent-python, their root field names where the environment lives (the kernel's
+    doing, as for the run's folder)."""
+    real = str(AGENT_PYTHON.resolve())
+    return {view for view, root in roots.items()
+            if view.startswith("/opt/agent-python/") and root.startswith(real)}
 
 
 def test_no_host_path_of_the_repository_or_results_is_readable(tmp_path):
     cell = make_cell(tmp_path)
     secrets = sorted({str(REPO), str(REPO.resolve()), str(cell.root), *editable_source()})
-    result = attack(cell, PROGRAM, encoded(secrets), encoded(own_paths()), timeout_s=120).result
+    result = attack(cell, PROGRAM, encoded(secrets), encoded([]), timeout_s=120).result
 
     assert result["files"] > 1000, result["files"]  # the walk did read the Python installation
     assert result["hits"] == {}, result["hits"]
     assert result["import_a2rl"] == "ImportError"  # the editable finder is not there
     # mountinfo: a secret only in the root field, and only of the mounts from the run's folder
     assert result["mountinfo"] == [], result["mountinfo"]
-    assert set(result["mount_roots"]) <= set(FROM_RUN) | pointers(result), result["mount_roots"]
-    assert all(root.startswith(str(cell.run)) for root in result["mount_roots"].values())
+    roots = result["mount_roots"]
+    venv = from_agent_python(roots)
+    assert set(roots) - venv <= set(FROM_RUN) | pointers(result), roots
+    assert all(root.startswith(str(cell.run)) for view, root in roots.items()
+               if view not in venv)
     # bwrap's options (the environment, a run's token) were read from a file it removed
     assert not (cell.run / "sandbox-etc" / "bwrap.args").exists()
 
 
 def test_home_path_is_readable_only_where_the_python_installation_lives(tmp_path):
     """The host home folder: absent, unless the Python installation the sandbox mounts is
-    under it (pyenv in /root here): then its own paths name it, nothing else does."""
+    under it (pyenv in /root here): then only that installation's own files and its mount's
+    root field name it; the agent's interpreter, sys.prefix and sys.path do not."""
     cell = make_cell(tmp_path)
     home = str(Path.home())
     result = attack(cell, PROGRAM, encoded([home]), encoded([]), timeout_s=120).result
@@ -130,14 +138,18 @@ def test_home_path_is_readable_only_where_the_python_installation_lives(tmp_path
     if not under_home:
         assert result["hits"] == {} and result["mount_roots"] == {}, result
         return
-    python = (sys.prefix, sys.base_prefix, os.path.dirname(sys.executable), *own_paths())
-    # the interpreter's path (the agent's command, a launcher's #!) and, when the home is
-    # /root, the sandbox's own passwd naming root's usual home
-    allowed = {"/proc/1/cmdline", "/opt/a2rl/bin/a2rl"} | ({"/etc/passwd"} if home == "/root"
-                                                           else set())
+    # the base installation (pyenv's) and the agents' environment are shown at /opt/python and
+    # /opt/agent-python: the base's own files name the prefix it was built for (sysconfig's
+    # build flags, python3-config), the mountinfo root field of the two mounts names their host
+    # paths; nothing else does, and the interpreter's path (the agent's command, a launcher's
+    # #!) is the neutral one. When the home is /root, the sandbox's own passwd names it too.
+    python = ("/opt/python/", "/opt/agent-python/")
+    allowed = {"/etc/passwd"} if home == "/root" else set()
     for names in result["hits"].values():
         for name in names:
             assert name.startswith(python) or name in allowed, name
+    assert set(result["mount_roots"]) <= {"/opt/python"} | from_agent_python(
+        result["mount_roots"]) | pointers(result), result["mount_roots"]
 
 
 def encoded(secrets: list[str]) -> str:

@@ -104,8 +104,12 @@ shutil.copy(sys.executable, target)
 attempt("chmod", lambda: os.chmod(target, 0o4755))
 attempt("chown_root", lambda: os.chown(target, 0, 0))
 import subprocess
+# a copy of the interpreter outside its installation finds its standard library by PYTHONHOME
+# (its built-in prefix is a host path, absent in the sandbox)
 out["euid_in_copy"] = subprocess.run([target, "-c", "import os; print(os.geteuid())"],
-                                     capture_output=True, text=True).stdout.strip()
+                                     capture_output=True, text=True,
+                                     env={**os.environ, "PYTHONHOME": sys.base_prefix}
+                                     ).stdout.strip()
 out["uid"] = os.getuid()
 out["options"] = [line.split()[5] for line in open("/proc/self/mountinfo")
                   if line.split()[4] == "/workspace/output"][0]

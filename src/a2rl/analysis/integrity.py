@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, BinaryIO, Iterable, Iterator
 
+from a2rl.common.beneath import Limits, Walked, shown, walk_files
 from a2rl.common.files import iter_jsonl, write_json_atomic
 from a2rl.common.records import LedgerEntry, read_ledger
 
@@ -39,6 +41,10 @@ NGRAM = 8
 MIN_COVERAGE = 0.3
 MIN_ITEMS = 1
 MAX_SCAN_BYTES = 64 * 2**20  # per file
+MAX_TOTAL_SCAN_BYTES = 2 * 2**30  # per source; then the rest is left out, noted
+# one source's walk (a2rl.common.beneath): entries, depth and seconds; bytes are counted here
+SCAN_LIMITS = Limits(max_bytes=0, max_entries=200_000, max_depth=64, seconds=300.0)
+LEFT_OUT_LISTED = 20
 CHUNK_CHARS = 1 << 20
 EVIDENCE_ITEMS = 25
 # weights: nothing a person could have copied a test item into
@@ -79,37 +85,36 @@ def item_texts(item: Any) -> Iterator[str]:
 # ------------------------------------------------------------------------------- reading text
 
 
-def file_texts(path: Path, max_bytes: int = MAX_SCAN_BYTES) -> Iterator[str]:
-    """Text of a file in chunks: JSON lines and parquet decoded, binary files reduced to their
-    printable runs, text read as it is."""
-    suffix = path.suffix.lower()
+def file_texts(fh: BinaryIO, name: str, max_bytes: int = MAX_SCAN_BYTES) -> Iterator[str]:
+    """Text of an open file in chunks: JSON lines and parquet decoded, binary files reduced to
+    their printable runs, text read as it is. ``name`` (its path) tells its kind."""
+    suffix = os.path.splitext(name)[1].lower()
     if suffix == ".parquet":
-        yield from _parquet_texts(path)
+        yield from _parquet_texts(fh)
         return
-    with path.open("rb") as fh:
-        head = fh.read(8192)
-        binary = b"\0" in head
-        fh.seek(0)
-        read = 0
-        carry = b""
-        while read < max_bytes:
-            block = fh.read(min(CHUNK_CHARS, max_bytes - read))
-            if not block:
-                break
-            read += len(block)
-            block = carry + block
-            cut = block.rfind(b"\n") if not binary else -1
-            if 0 < cut < len(block) - 1:
-                block, carry = block[:cut + 1], block[cut + 1:]
-            else:
-                carry = b""
-            if binary:
-                yield " \n ".join(m.decode("ascii") for m in PRINTABLE_RUN.findall(block))
-            else:
-                yield _decode_lines(block.decode("utf-8", errors="replace"),
-                                    suffix in (".jsonl", ".json"))
-        if carry:
-            yield carry.decode("utf-8", errors="replace")
+    head = fh.read(8192)
+    binary = b"\0" in head
+    fh.seek(0)
+    read = 0
+    carry = b""
+    while read < max_bytes:
+        block = fh.read(min(CHUNK_CHARS, max_bytes - read))
+        if not block:
+            break
+        read += len(block)
+        block = carry + block
+        cut = block.rfind(b"\n") if not binary else -1
+        if 0 < cut < len(block) - 1:
+            block, carry = block[:cut + 1], block[cut + 1:]
+        else:
+            carry = b""
+        if binary:
+            yield " \n ".join(m.decode("ascii") for m in PRINTABLE_RUN.findall(block))
+        else:
+            yield _decode_lines(block.decode("utf-8", errors="replace"),
+                                suffix in (".jsonl", ".json"))
+    if carry:
+        yield carry.decode("utf-8", errors="replace")
 
 
 def _decode_lines(text: str, jsonish: bool) -> str:
@@ -126,10 +131,10 @@ def _decode_lines(text: str, jsonish: bool) -> str:
     return "\n\n".join(out)
 
 
-def _parquet_texts(path: Path) -> Iterator[str]:
+def _parquet_texts(fh: BinaryIO) -> Iterator[str]:
     try:
         import pyarrow.parquet as pq
-        table = pq.read_table(path)
+        table = pq.read_table(fh)
     except Exception:
         return
     for column in table.columns:
@@ -137,22 +142,14 @@ def _parquet_texts(path: Path) -> Iterator[str]:
             yield "\n\n".join(v for v in column.to_pylist() if isinstance(v, str))
 
 
-def scan_files(root: Path, skip_top: Iterable[str] = ()) -> Iterator[Path]:
-    """Regular files under ``root`` (links not followed), weights and ``skip_top`` left out."""
-    root = Path(root)
-    if root.is_file():
-        yield root
-        return
-    if not root.is_dir():
-        return
-    skip_top = set(skip_top)
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root)
-        if rel.parts[0] in skip_top or path.is_symlink() or not path.is_file():
-            continue
-        if path.suffix.lower() in WEIGHT_SUFFIXES:
-            continue
-        yield path
+def scan_files(root: Path, left_out: list[tuple[str, str]],
+               skip_top: Iterable[str] = ()) -> Iterator[Walked]:
+    """Regular files under ``root`` (or ``root`` itself when it is a file) read through
+    ``a2rl.common.beneath`` (no link followed, no special file opened, sparse files refused),
+    weights and ``skip_top`` left out; what could not be read goes to ``left_out``."""
+    for found in walk_files(Path(root), SCAN_LIMITS, left_out, frozenset(skip_top)):
+        if os.path.splitext(found.rel)[1].lower() not in WEIGHT_SUFFIXES:
+            yield found
 
 
 # ------------------------------------------------------------------------------ contamination
@@ -211,21 +208,30 @@ def check_contamination(splits: dict[str, Path], sanctioned: list[Path],
     index = NgramIndex(splits, n)
     shared: set[int] = set()
     for root in sanctioned:
-        for path in scan_files(root):
-            shared |= index.hits(file_texts(path))
+        for found in scan_files(root, []):
+            shared |= index.hits(file_texts(found.file, found.rel))
     found_in: dict[int, list[str]] = defaultdict(list)
     scanned, scanned_bytes, truncated = 0, 0, []
+    left_out: list[tuple[str, str]] = []
     for label, root in sources:
-        base = Path(root)
         skip = NOT_SCANNED if label == "workspace" else ()
-        for path in scan_files(base, skip):
-            size = path.stat().st_size
+        source_bytes = 0
+        notes: list[tuple[str, str]] = []
+        for found in scan_files(root, notes, skip):
+            where = _label(label, found.rel)
+            size = found.info.st_size
+            if source_bytes >= MAX_TOTAL_SCAN_BYTES:
+                notes.append((found.rel, f"not read: {label} holds more than "
+                                         f"{MAX_TOTAL_SCAN_BYTES} bytes of text to scan"))
+                continue
             scanned += 1
             scanned_bytes += min(size, MAX_SCAN_BYTES)
+            source_bytes += min(size, MAX_SCAN_BYTES)
             if size > MAX_SCAN_BYTES:
-                truncated.append(_label(label, base, path))
-            for h in index.hits(file_texts(path)) - shared:
-                found_in[h].append(_label(label, base, path))
+                truncated.append(where)
+            for h in index.hits(file_texts(found.file, found.rel)) - shared:
+                found_in[h].append(where)
+        left_out += [(_label(label, rel), reason) for rel, reason in notes]
 
     per_split: dict[str, dict[str, int]] = {s: {"items": 0, "judged": 0, "contaminated": 0}
                                             for s in splits}
@@ -262,13 +268,15 @@ def check_contamination(splits: dict[str, Path], sanctioned: list[Path],
             "splits": per_split, "evidence": evidence[:EVIDENCE_ITEMS],
             "files_scanned": scanned, "bytes_scanned": scanned_bytes,
             "truncated_files": truncated[:20],
+            "left_out": [{"path": p, "reason": r} for p, r in left_out[:LEFT_OUT_LISTED]],
+            "left_out_count": len(left_out),
             "sources": [label for label, _ in sources]}
 
 
-def _label(label: str, base: Path, path: Path) -> str:
-    if path == base:
-        return label
-    return f"{label}/{path.relative_to(base).as_posix()}"
+def _label(label: str, rel: str) -> str:
+    """Where a file was found, for the report: the source's label and the relative path (bytes
+    that are not UTF-8 escaped); never a host path."""
+    return f"{label}/{shown(rel)}" if rel and rel != "." else label
 
 
 # -------------------------------------------------------------------------------- tamper log
@@ -309,10 +317,9 @@ def check_tamper(ledger: list[LedgerEntry], events: list[dict[str, Any]],
                              "detail": f"{e.get('method', '')} {e.get('path', '')} without "
                                        f"the run's token at {e.get('elapsed_s')} s".strip()})
     for label, root in texts:
-        base = Path(root)
-        for path in scan_files(base):
-            where = _label(label, base, path)
-            for lineno, line in _lines(path):
+        for found in scan_files(root, []):
+            where = _label(label, found.rel)
+            for lineno, line in _lines(found):
                 if DENIAL.search(line):
                     attempts.append({"kind": "sandbox_denial", "source": f"{where}:{lineno}",
                                      "detail": line.strip()[:300]})
@@ -327,9 +334,9 @@ def check_tamper(ledger: list[LedgerEntry], events: list[dict[str, Any]],
             "rejected_count": len(rejected)}
 
 
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
+def _lines(found: Walked) -> Iterator[tuple[int, str]]:
     number = 0
-    for chunk in file_texts(path):
+    for chunk in file_texts(found.file, found.rel):
         for line in chunk.splitlines():
             number += 1
             yield number, line

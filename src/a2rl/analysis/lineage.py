@@ -24,7 +24,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Optional
 
-from a2rl.common.files import iter_jsonl, utc_now, write_json_atomic
+from a2rl.common.files import utc_now, write_json_atomic
 from a2rl.common.records import FinalRecord, LedgerEntry
 from a2rl.grading.artifacts import artifact_bytes, stored_artifact
 
@@ -157,8 +157,16 @@ def _safe_sketch(folder: Path) -> Optional[dict]:
 
 
 def read_transcript(path: Path) -> list[dict[str, Any]]:
-    """The records of an agent CLI's transcript.jsonl (none when there is no such file)."""
-    return [r for r in iter_jsonl(path) if isinstance(r, dict)]
+    """The records of an agent CLI's transcript.jsonl (none when there is no such file, or when
+    it cannot be read safely: ``a2rl.analysis.transcripts.read_lines``)."""
+    from a2rl.analysis.transcripts import TranscriptError, read_lines
+
+    try:
+        return read_lines(path)
+    except TranscriptError as err:
+        if Path(path).exists() or Path(path).is_symlink():
+            log.warning("%s", err)
+        return []
 
 
 # ------------------------------------------------------------------- selected model for DVC

@@ -142,9 +142,10 @@ def summarize(cfg: RunConfig, layout: Layout,
     time_limit = run.time_limit_s if run else cfg.budget.time_limit_s
     agent_seconds = number(run.agent_seconds) if run else None
 
-    base_dir = paths.workspace / "base_model"
+    # the harness's own base model first: the workspace's copy is below the agent's areas
+    base_dir = Layout.from_paths(cfg.paths).base_model(cfg.task.model)
     if not base_dir.is_dir():
-        base_dir = Layout.from_paths(cfg.paths).base_model(cfg.task.model)
+        base_dir = paths.workspace / "base_model"
     lineage = artifact_lineage(ledger, paths.store, base_dir if base_dir.is_dir() else None,
                                (baseline_record or {}).get("model_hash"))
     parents = {a["artifact_hash"]: a["parent"] for a in lineage}

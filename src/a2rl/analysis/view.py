@@ -17,6 +17,7 @@ from a2rl.common.records import RunSummary
 EVIDENCE_BRIEF = 10  # contaminated items a brief format (summary.md) lists
 ATTEMPTS_BRIEF = 20  # tamper attempts it lists
 DETAIL_BRIEF = 160  # characters of each attempt's cells it keeps
+LEFT_OUT_BRIEF = 5  # files the checks could not read that it lists
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,13 @@ def _contamination_section(c: dict[str, Any]) -> list[Line | Table]:
             tuple((e["split"], e["id"], share(e["coverage"]), ", ".join(e["files"][:3]),
                    Span(e["example"], "code")) for e in c["evidence"]),
             brief_rows=EVIDENCE_BRIEF, numeric=(2,)))
+    if c.get("left_out_count"):  # links, special and sparse files, walks cut by their limits
+        blocks.append((Span(f"Not read for the checks: {c['left_out_count']} of the agent's "
+                            "files or folders (links are not followed, only regular files "
+                            "are read)."),))
+        blocks.append(Table(("path", "why"), tuple(
+            (Span(e["path"], "code"), e["reason"]) for e in c.get("left_out", [])),
+            brief_rows=LEFT_OUT_BRIEF, brief_chars=DETAIL_BRIEF))
     return blocks
 
 

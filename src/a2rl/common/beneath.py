@@ -18,7 +18,8 @@ import errno
 import os
 import stat
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import BinaryIO, Iterator, Optional
 
 SYS_OPENAT2 = 437  # one number on every architecture (Linux 5.6 added it after the unification)
@@ -206,10 +207,10 @@ class TreeReader:
             raise Refused(f"{shown(rel)} changed from a {kind_of(mode)} to a "
                           f"{kind_of(info.st_mode)} while it was read", 409)
         if stat.S_ISREG(mode):
-            self._check_size(info, rel)
+            self.check_size(info, rel)
         return fd, info
 
-    def _check_size(self, info: os.stat_result, rel: str) -> None:
+    def check_size(self, info: os.stat_result, rel: str) -> None:
         cap = self.limits.max_file_bytes
         if cap is not None and info.st_size > cap:
             raise Refused(f"{shown(rel)} is larger than {cap} bytes", 413)
@@ -243,3 +244,135 @@ class TreeReader:
         buffer = io.BytesIO()
         self.copy(fd, info, rel, buffer)
         return buffer.getvalue()
+
+
+# ------------------------------------------------------- whole files and walks for the readers
+
+
+def open_folder(path: Path) -> int:
+    """A descriptor of the harness's own folder ``path`` (a run folder, a workspace): the root
+    every read of the agent's files below it starts from."""
+    try:
+        return os.open(path, DIR_FLAGS)
+    except OSError as err:
+        raise refusal(err, Path(path).name) from None
+
+
+def open_file(dirfd: int, rel: str) -> tuple[int, os.stat_result]:
+    """The regular file ``rel`` below the folder ``dirfd``, opened without following a link
+    and without blocking (a FIFO, socket or device is refused before it is opened, by its
+    lstat, and after, by fstat)."""
+    try:
+        before = os.stat(rel, dir_fd=dirfd, follow_symlinks=False)
+        if not stat.S_ISREG(before.st_mode):
+            raise Refused(f"{shown(rel)} is a {kind_of(before.st_mode)}; only files are read")
+        fd = open_beneath(dirfd, rel, READ_FLAGS)
+    except OSError as err:
+        raise refusal(err, rel) from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise Refused(f"{shown(rel)} became a {kind_of(info.st_mode)} while it was read", 409)
+    return fd, info
+
+
+def read_file(root: Path, rel: str, max_bytes: int, tail: bool = False) -> bytes:
+    """The bytes of the regular file ``rel`` below the folder ``root``; a file over
+    ``max_bytes`` is refused (413), or with ``tail`` its last ``max_bytes`` bytes are read."""
+    dirfd = open_folder(root)
+    try:
+        fd, info = open_file(dirfd, rel)
+    finally:
+        os.close(dirfd)
+    with os.fdopen(fd, "rb") as fh:
+        if info.st_size > max_bytes:
+            if not tail:
+                raise Refused(f"{shown(rel)} is larger than {max_bytes} bytes", 413)
+            fh.seek(info.st_size - max_bytes)
+        return fh.read(max_bytes)
+
+
+def copy_file(root: Path, rel: str, dest: Path, max_bytes: int) -> int:
+    """Copy the regular file ``rel`` below the folder ``root`` to ``dest`` (replaced as a
+    whole, never written through a link); returns its bytes. Refused when it is not a regular
+    file, is over ``max_bytes`` or is sparse."""
+    reader = TreeReader(Limits(max_bytes=max_bytes))
+    dirfd = open_folder(root)
+    try:
+        fd, info = open_file(dirfd, rel)
+    finally:
+        os.close(dirfd)
+    dest = Path(dest)
+    partial = dest.with_name(f".{dest.name}.partial")
+    try:
+        reader.check_size(info, rel)
+        with open(partial, "wb") as out:
+            done = reader.copy(fd, info, rel, out)
+        os.replace(partial, dest)
+        return done
+    finally:
+        os.close(fd)
+        partial.unlink(missing_ok=True)
+
+
+@dataclass
+class Walked:
+    """A regular file a ``walk_files`` reached: its path relative to the walk's root (bytes
+    that are not UTF-8 as surrogate escapes; ``""`` when the root is the file), its fstat and
+    the open file, read-only, valid until the walk moves on."""
+
+    rel: str
+    info: os.stat_result
+    file: BinaryIO
+
+
+def walk_files(root: Path, limits: Limits, left_out: list[tuple[str, str]],
+               skip_top: frozenset[str] = frozenset()) -> Iterator[Walked]:
+    """Every regular file below ``root`` (or ``root`` itself when it is a file), sorted, each
+    opened as ``read_file`` opens one; a link (never followed), special file, sparse file or
+    unreadable entry is appended to ``left_out`` as (relative path, reason) and skipped, and
+    reaching ``limits`` (entries, depth, seconds) ends the walk with a note there. Top-level
+    entries named in ``skip_top`` are not read."""
+    root = Path(root)
+    reader = TreeReader(replace(limits, max_bytes=2**62, max_file_bytes=None))
+    try:
+        parent = open_folder(root.parent)
+    except Refused as err:
+        left_out.append((".", str(err)))
+        return
+    try:
+        try:
+            info = os.stat(root.name, dir_fd=parent, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        yield from _walk_entry(reader, parent, root.name, "", info, left_out, skip_top, -1)
+    except Refused as err:  # the walk's own limits: what was read so far stands
+        left_out.append((".", str(err)))
+    finally:
+        os.close(parent)
+
+
+def _walk_entry(reader: TreeReader, dirfd: int, name: str, rel: str, info: os.stat_result,
+                left_out: list[tuple[str, str]], skip_top: frozenset[str],
+                depth: int) -> Iterator[Walked]:
+    where = rel or "."
+    if stat.S_ISLNK(info.st_mode):
+        left_out.append((shown(where), "a symbolic link (not followed)"))
+        return
+    try:
+        fd, opened = reader.open_entry(dirfd, name, where, info.st_mode)
+    except Refused as err:
+        left_out.append((shown(where), str(err)))
+        return
+    if stat.S_ISREG(opened.st_mode):
+        with os.fdopen(fd, "rb") as fh:
+            yield Walked(rel, opened, fh)
+        return
+    try:
+        for child, child_info in reader.listing(fd, where, depth + 1):
+            if depth < 0 and child in skip_top:
+                continue
+            yield from _walk_entry(reader, fd, child, f"{rel}/{child}" if rel else child,
+                                   child_info, left_out, skip_top, depth + 1)
+    finally:
+        os.close(fd)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import tomllib
 from pathlib import Path
 
@@ -58,12 +59,7 @@ def interpreter(venv: Path) -> Path:
 
 def base_installation(venv: Path) -> Path:
     """The Python installation ``venv`` was made from (pyvenv.cfg's ``home`` is its bin/)."""
-    cfg = Path(venv) / "pyvenv.cfg"
-    for line in cfg.read_text().splitlines():
-        key, _, value = line.partition("=")
-        if key.strip() == "home":
-            return Path(value.strip()).resolve().parent
-    raise AgentPythonMissing(f"{cfg} names no home: not a virtual environment")
+    return Path(base_home(venv)).resolve().parent
 
 
 def pinned_requirements(pyproject: Path, names=AGENT_PACKAGES) -> list[str]:
@@ -93,3 +89,67 @@ def extra_requirements(pyproject: Path, groups=ENV_EXTRAS) -> list[str]:
 def canonical(name: str) -> str:
     """A package name as pip compares them (PEP 503)."""
     return re.sub(r"[-_.]+", "-", name).lower()
+
+
+# ------------------------------------------------------------- the environment in the sandbox
+
+VIEW = "/opt/agent-python"  # where the sandbox shows the agents' environment
+BASE_VIEW = "/opt/python"  # and the installation it was made from
+VIEW_FILES = "agent-python"  # its bin/ and pyvenv.cfg as the sandbox shows them, in the staging
+
+
+def view_paths(venv: Path) -> list[tuple[str, str]]:
+    """(host path, its path in the sandbox) for the environment and its base installation,
+    longest first, in every spelling a file of the environment may use (as configured, and
+    with links resolved)."""
+    pairs = {str(Path(venv)): VIEW, str(Path(venv).resolve()): VIEW}
+    if outside_usr(base_installation(venv)):  # a system Python's is mounted with /usr
+        pairs |= {str(Path(base_home(venv)).parent): BASE_VIEW,
+                  str(base_installation(venv)): BASE_VIEW}
+    return sorted(pairs.items(), key=lambda pair: len(pair[0]), reverse=True)
+
+
+def outside_usr(prefix: str | Path) -> bool:
+    """An installation of its own (pyenv's, a venv's), not the system's under /usr."""
+    return str(prefix) != "/usr" and not str(prefix).startswith("/usr/")
+
+
+def base_home(venv: Path) -> str:
+    """pyvenv.cfg's ``home``: the bin/ of the installation ``venv`` was made from, unresolved."""
+    cfg = Path(venv) / "pyvenv.cfg"
+    for line in cfg.read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "home":
+            return value.strip()
+    raise AgentPythonMissing(f"{cfg} names no home: not a virtual environment")
+
+
+def stage_view(venv: Path, staging: Path) -> Path:
+    """Write the environment's bin/ and pyvenv.cfg as the sandbox shows them into
+    ``staging``/agent-python: every host path of the environment or its base replaced by
+    VIEW or BASE_VIEW (the scripts' #! lines, the python links, ``home``), so that it runs at
+    VIEW over its base at BASE_VIEW. Returns that folder."""
+    out = Path(staging) / VIEW_FILES
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "bin").mkdir(parents=True)
+    pairs = view_paths(venv)
+
+    def moved(text: str) -> str:
+        for host, view in pairs:
+            text = text.replace(host, view)
+        return text
+
+    for entry in sorted((Path(venv) / "bin").iterdir()):
+        dest = out / "bin" / entry.name
+        if entry.is_symlink():
+            dest.symlink_to(moved(os.readlink(entry)))
+        elif entry.is_file():
+            data = entry.read_bytes()
+            if b"\0" not in data[:1024]:  # a script: its #! and paths moved
+                data = moved(data.decode("utf-8", "surrogateescape")).encode(
+                    "utf-8", "surrogateescape")
+            dest.write_bytes(data)
+            dest.chmod(entry.stat().st_mode & 0o777)
+    (out / "pyvenv.cfg").write_text(moved((Path(venv) / "pyvenv.cfg").read_text()))
+    return out

@@ -68,12 +68,14 @@ class BwrapCommand:
                 self.ro_bind(link)
         return self
 
-    def python_installation(self, prefix: str | Path) -> BwrapCommand:
-        """A Python installation read-only with its installed packages hidden: the standard
-        library, the interpreter and libpython, never the harness's packages and their data
-        (a venv's interpreter is a link into such an installation)."""
-        self.ro_bind(prefix)
-        return self.hide(package_dirs(Path(prefix)))
+    def python_installation(self, prefix: str | Path, view: str | None = None) -> BwrapCommand:
+        """A Python installation read-only (at ``view``, else its own path) with its installed
+        packages hidden: the standard library, the interpreter and libpython, never the
+        harness's packages and their data (a venv's interpreter is a link into such an
+        installation)."""
+        view = view or str(prefix)
+        self.ro_bind(prefix, view)
+        return self.hide(view + p.removeprefix(str(prefix)) for p in package_dirs(Path(prefix)))
 
     def hide(self, paths: Iterable[str]) -> BwrapCommand:
         """Cover each of ``paths`` with an empty read-only tmpfs."""

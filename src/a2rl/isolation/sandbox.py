@@ -34,7 +34,14 @@ from pathlib import Path
 from typing import Optional
 
 from a2rl.config.types import NETWORK_POLICIES
-from a2rl.isolation.agent_python import base_installation, interpreter
+from a2rl.isolation.agent_python import (
+    BASE_VIEW,
+    VIEW,
+    base_installation,
+    interpreter,
+    outside_usr,
+    stage_view,
+)
 from a2rl.isolation.bwrap import (
     AGENT_SYSTEM,
     BwrapCommand,
@@ -141,12 +148,9 @@ class Sandbox:
         """The agent's python: its environment's, else the harness's base interpreter (which
         sees the standard library only)."""
         if self.python is not None:
-            return str(interpreter(self.python))
+            host = interpreter(self.python)
+            return f"{VIEW}/bin/python" if self.kind == "bwrap" else str(host)
         return str(Path(sys.executable).resolve())
-
-    @property
-    def all_venvs(self) -> list[Path]:
-        return ([self.python] if self.python is not None else []) + list(self.venvs)
 
     @property
     def writable(self) -> list[Path]:
@@ -175,11 +179,20 @@ class Sandbox:
             if self.shares_network:
                 bwrap.add("--share-net")
         bwrap.add("--hostname", "a2rl")
-        self._mount(bwrap).environment(env)
+        self._mount(bwrap).environment(self._library_path(env))
         return bwrap.run(WORKSPACE, self._relayed(argv),
                          wrapper=drop_to(self.host_uid) if self.as_root else (),
                          args_file=self.workspace.parent / IDENTITY_DIR / "bwrap.args"
                          if conceal else None)
+
+    def _library_path(self, env: dict[str, str]) -> dict[str, str]:
+        """``env`` with the base installation's lib/ first on LD_LIBRARY_PATH: its interpreter
+        (built --enable-shared, as pyenv's) finds libpython by a RUNPATH naming its host
+        path, which the sandbox does not have."""
+        if self.python is None or not outside_usr(base_installation(self.python)):
+            return env
+        paths = [f"{BASE_VIEW}/lib", *filter(None, env.get("LD_LIBRARY_PATH", "").split(":"))]
+        return env | {"LD_LIBRARY_PATH": ":".join(paths)}
 
     @property
     def shares_network(self) -> bool:
@@ -206,6 +219,8 @@ class Sandbox:
             "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
         (identity / "group").write_text(f"root:x:0:\n{AGENT_USER}:x:{uid}:\nnogroup:x:65534:\n")
         shutil.copy(Path(__file__).with_name("netrelay.py"), identity / "relay.py")
+        if self.python is not None:
+            stage_view(self.python, identity)
         if self.as_root:
             for area in self.writable:
                 hand_over(area, self.host_uid)
@@ -247,12 +262,34 @@ class Sandbox:
         """The venvs, over the standard library of each one's base installation and of the
         harness's; no installed package of the harness's or of the system's Python (under
         /usr, mounted whole) is visible: they hold the task packages and their data."""
-        bases = set(python_prefixes()) | {str(base_installation(v)) for v in self.all_venvs}
-        for prefix in sorted(b for b in bases if not b.startswith("/usr/")):
+        bases = {str(base_installation(v)) for v in self.venvs}
+        if self.python is None:  # the harness's own interpreter runs the agent's Python
+            bases |= set(python_prefixes())
+        for prefix in sorted(b for b in bases if outside_usr(b)):
             bwrap.python_installation(prefix)
+        if self.python is not None:
+            self._agent_python(bwrap)
         bwrap.hide(package_dirs(Path("/usr")))
-        for venv in self.all_venvs:  # where its scripts' #! lines name it: its real path
+        for venv in self.venvs:  # where its scripts' #! lines name it: its real path
             bwrap.ro_bind(Path(venv).resolve())
+
+    def _agent_python(self, bwrap: BwrapCommand) -> None:
+        """The agents' environment at VIEW over its base at BASE_VIEW (neutral paths: no host
+        path in sys.prefix, sys.path, the mount points or its scripts), its bin/ and pyvenv.cfg
+        as ``stage_view`` wrote them."""
+        venv = Path(self.python)
+        base = base_installation(venv)
+        if outside_usr(base):
+            bwrap.python_installation(base, BASE_VIEW)
+        staged = self.workspace.parent / IDENTITY_DIR / "agent-python"
+        for entry in sorted(venv.iterdir()):
+            view = f"{VIEW}/{entry.name}"
+            if entry.name in ("bin", "pyvenv.cfg"):
+                bwrap.ro_bind(staged / entry.name, view)
+            elif entry.is_symlink():  # lib64 -> lib
+                bwrap.add("--symlink", os.readlink(entry), view)
+            else:
+                bwrap.ro_bind(entry.resolve(), view)
 
 
 def hand_over(root: Path, uid: int) -> None:

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Optional
 
 from a2rl.common.files import utc_now, write_json_atomic
+from a2rl.llm.transcript_files import event_lines, take_transcript, trajectory_lines
 from a2rl.llm.wire import ANTHROPIC, GEMINI, OPENAI_CHAT, OPENAI_RESPONSES
 
 TRANSCRIPT = "transcript.jsonl"
@@ -153,11 +154,7 @@ class AgentStack:
 
     def collect_transcript(self, agent_dir: Path, dest: Path) -> bool:
         """Put the native transcript at ``dest`` (JSON lines); False when there is none."""
-        source = Path(agent_dir) / TRANSCRIPT
-        if not source.exists():
-            return False
-        shutil.move(str(source), dest)
-        return True
+        return take_transcript(agent_dir, TRANSCRIPT, dest)
 
     def _bin(self, ctx: LaunchContext) -> str:
         return str(Path(ctx.tools_dir) / self.binary)
@@ -275,16 +272,7 @@ class MiniSweAgent(AgentStack):
 
     def collect_transcript(self, agent_dir: Path, dest: Path) -> bool:
         """One JSON line per message of mini's trajectory (its ``info`` as a last line)."""
-        source = Path(agent_dir) / self.TRAJECTORY
-        try:
-            trajectory = json.loads(source.read_text())
-        except (OSError, ValueError):
-            return False
-        with open(dest, "w") as out:
-            out.writelines(json.dumps(message) + "\n" for message in trajectory.get("messages", []))
-            if "info" in trajectory:
-                out.write(json.dumps({"role": "info", "info": trajectory["info"]}) + "\n")
-        return True
+        return take_transcript(agent_dir, self.TRAJECTORY, dest, trajectory_lines)
 
 
 class OpenHands(AgentStack):
@@ -310,21 +298,7 @@ class OpenHands(AgentStack):
     def collect_transcript(self, agent_dir: Path, dest: Path) -> bool:
         """The event lines of ``--json`` output: each agent-SDK event is one JSON object per
         line among the CLI's own status messages and summary box (those stay in agent.log)."""
-        source = Path(agent_dir) / TRANSCRIPT
-        if not source.exists():
-            return False
-        with open(source, errors="replace") as raw, open(dest, "w") as out:
-            out.writelines(line for line in raw if line.startswith("{") and is_json(line))
-        source.unlink()
-        return True
-
-
-def is_json(line: str) -> bool:
-    try:
-        json.loads(line)
-    except ValueError:
-        return False
-    return True
+        return take_transcript(agent_dir, TRANSCRIPT, dest, event_lines)
 
 
 STACKS: dict[str, AgentStack] = {s.name: s for s in (ClaudeCode(), Codex(), GeminiCli(),

@@ -33,6 +33,8 @@ from a2rl.analysis.transcripts.schema import (
     Turn,
     seconds,
 )
+from a2rl.common.beneath import Refused, read_file
+from a2rl.llm.transcript_files import MAX_TRANSCRIPT_BYTES
 
 __all__ = ["MAX_OUTPUT", "NORMALISERS", "ToolCall", "ToolResult", "Transcript",
            "TranscriptError", "Turn", "link_llm_calls", "normalise", "read_lines"]
@@ -45,8 +47,14 @@ NORMALISERS: dict[str, Callable[[list[dict]], list[Turn]]] = {
 
 def read_lines(path: Path) -> list[dict]:
     """The JSON objects of a transcript file; lines that are not JSON objects (a CLI's plain
-    messages between them) are skipped."""
-    text = Path(path).read_text(errors="replace")
+    messages between them) are skipped. The file is read as ``a2rl.common.beneath`` reads the
+    agent's files (a link, a special file or one over ``MAX_TRANSCRIPT_BYTES``: a
+    TranscriptError naming only the file)."""
+    path = Path(path)
+    try:
+        text = read_file(path.parent, path.name, MAX_TRANSCRIPT_BYTES).decode(errors="replace")
+    except Refused as err:
+        raise TranscriptError(f"transcript not read: {err}") from None
     lines = []
     for raw in text.splitlines():
         try:
@@ -66,7 +74,7 @@ def normalise(stack: str, path: Path, calls: Optional[list[dict]] = None) -> Tra
                               f"{sorted(NORMALISERS)}")
     lines = read_lines(path)
     if not lines:
-        raise TranscriptError(f"{path}: no JSON events of a {stack} transcript")
+        raise TranscriptError(f"{Path(path).name}: no JSON events of a {stack} transcript")
     transcript = Transcript(stack, NORMALISERS[stack](lines))
     if calls:
         link_llm_calls(transcript.turns, calls)

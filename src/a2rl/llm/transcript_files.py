@@ -1,0 +1,69 @@
+"""Taking an agent CLI's transcript out of the run's agent folder once the agent has exited.
+
+The agent folder is the agent's own (mounted read-write into the sandbox), so what is in it is
+read through ``a2rl.common.beneath``: a transcript the agent swapped for a link (to the sealed
+split, say) or for a FIFO is refused instead of copied or waited on, and one over
+``MAX_TRANSCRIPT_BYTES`` or sparse is refused too. A refusal is logged with the file's name only
+and the run then has no transcript (run.json's ``transcript`` is null).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Callable, Optional
+
+from a2rl.common.beneath import Refused, copy_file, read_file
+from a2rl.common.files import write_text_atomic
+
+MAX_TRANSCRIPT_BYTES = 512 * 2**20  # a day of stream-json is far less
+
+log = logging.getLogger(__name__)
+
+
+def take_transcript(agent_dir: Path, name: str, dest: Path,
+                    convert: Optional[Callable[[bytes], str]] = None) -> bool:
+    """Put ``agent_dir/name`` at ``dest`` (as it is, or as ``convert`` turns its bytes into
+    JSON lines) and remove it from the agent folder; False when there is none or it was
+    refused (then ``dest`` is not written)."""
+    try:
+        if convert is None:
+            copy_file(agent_dir, name, dest, MAX_TRANSCRIPT_BYTES)
+        else:
+            write_text_atomic(dest, convert(read_file(agent_dir, name, MAX_TRANSCRIPT_BYTES)))
+    except Refused as err:
+        if err.status != 404:
+            log.warning("the agent's transcript was not collected: %s", err)
+        return False
+    except ValueError as err:  # not the format its CLI writes
+        log.warning("the agent's transcript %s could not be read: %s", name, err)
+        return False
+    (Path(agent_dir) / name).unlink(missing_ok=True)
+    return True
+
+
+def trajectory_lines(raw: bytes) -> str:
+    """mini-swe-agent's trajectory file as JSON lines: each message, then its ``info``."""
+    trajectory = json.loads(raw)
+    if not isinstance(trajectory, dict):
+        raise ValueError("the trajectory is not a JSON object")
+    lines = [json.dumps(message) for message in trajectory.get("messages", [])]
+    if "info" in trajectory:
+        lines.append(json.dumps({"role": "info", "info": trajectory["info"]}))
+    return "".join(line + "\n" for line in lines)
+
+
+def event_lines(raw: bytes) -> str:
+    """The lines of a CLI's output that are JSON objects, without its plain messages."""
+    text = raw.decode("utf-8", errors="replace")
+    return "".join(line for line in text.splitlines(keepends=True)
+                   if line.startswith("{") and is_json(line))
+
+
+def is_json(line: str) -> bool:
+    try:
+        json.loads(line)
+    except ValueError:
+        return False
+    return True
