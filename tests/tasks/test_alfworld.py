@@ -236,7 +236,7 @@ def test_the_copied_env_plays_a_real_game_in_the_sandbox_on_the_agents_python(
     nor that environment holds a sealed valid_unseen game."""
     import subprocess
 
-    from a2rl.isolation.agent_python import MARKER, extra_requirements
+    from a2rl.isolation.agent_python import MARKER, VIEW, extra_requirements
     from a2rl.isolation.sandbox import Sandbox
     from a2rl.isolation.workspace import provision_workspace
 
@@ -260,7 +260,8 @@ def test_the_copied_env_plays_a_real_game_in_the_sandbox_on_the_agents_python(
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result["python"] == f"{agent_python}/bin/python3" and not result["a2rl"]
+    # the agents' Python is shown at its neutral path (isolation/agent_python.VIEW)
+    assert result["python"] == f"{VIEW}/bin/python3" and not result["a2rl"]
     assert result["goal"] and result["admissible"] > 5 and result["after_first_step"]
     assert result["won"]
     leaked = [p for p in ws.rglob("*") if "valid_unseen" in str(p)]
