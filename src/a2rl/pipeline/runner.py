@@ -338,7 +338,8 @@ def run_in_sandbox(cell: Cell, command: list[str], env: dict[str, str],
         outcome = run_until(argv, cell.sandbox.host_env(env), cell.run.workspace,
                             cell.run.agent_log, time_left, cfg.budget.kill_grace_s,
                             on_warning=lambda left: events.emit("budget_warning",
-                                                                time_left_s=round(left, 1)))
+                                                                time_left_s=round(left, 1)),
+                            spare=grader.pids)
         outcome.resources = confinement.record()
     if outcome.resources["oom_kills"]:  # past its memory: the agent's failure, not the harness's
         events.emit("agent_oom", **outcome.resources)

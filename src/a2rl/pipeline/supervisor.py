@@ -141,6 +141,7 @@ class GraderSupervisor:
         self._lock = threading.Lock()  # the current process, and whether it is stopping
         self._stopping = False
         self._process: Optional[GraderProcess] = None
+        self._live: set[int] = set()  # pids of grader processes not yet waited for
         self._watcher: Optional[threading.Thread] = None
 
     @property
@@ -161,12 +162,26 @@ class GraderSupervisor:
     def _launch(self) -> Optional[GraderProcess]:
         """A grader process that answers, or None (it died or did not answer in time)."""
         self.spec.clock = self.clock.state()
-        process = GraderProcess(self.spec, self.clock, self.log)
+        with self._lock:  # its pid is known to ``pids`` from its start
+            process = GraderProcess(self.spec, self.clock, self.log)
+            self._live.add(process.proc.pid)
         if process.wait_ready(START_TIMEOUT_S):
             return process
         process.kill()
-        process.wait()
+        self._wait(process)
         return None
+
+    def _wait(self, process: GraderProcess, timeout: Optional[float] = None) -> int:
+        code = process.wait(timeout)
+        with self._lock:
+            self._live.discard(process.proc.pid)
+        return code
+
+    def pids(self) -> list[int]:
+        """The grader's processes (the running one, one starting): the harness's, never
+        ended with the agent's processes."""
+        with self._lock:
+            return list(self._live)
 
     def clock_started(self) -> None:
         """The agent's clock started: the grader's process keeps the same one."""
@@ -177,7 +192,7 @@ class GraderSupervisor:
     def _watch(self) -> None:
         """Restart the grader each time it dies, until the cap or ``stop``."""
         while True:
-            code = self._process.wait()
+            code = self._wait(self._process)
             if self._stopping and code == 0:
                 return
             self._booked_cut_evaluation()
@@ -194,18 +209,15 @@ class GraderSupervisor:
             self.restarts += 1
             process = None if self._stopping else self._launch()
             with self._lock:
-                if self._stopping and process is not None:
-                    process.order(json.dumps({"stop": True}))
-                    process.wait()
-                    return
                 if process is None:
-                    if self._stopping:
-                        return
-                    self._give_up(f"the grader's process did not start again after dying "
-                                  f"({describe_exit(code)}); see {self.log.name}")
+                    if not self._stopping:
+                        self._give_up(f"the grader's process did not start again after dying "
+                                      f"({describe_exit(code)}); see {self.log.name}")
                     return
                 self._process = process
-                if self.clock.started:
+                if self._stopping:  # stopped while it started: it finishes at once
+                    process.order(json.dumps({"stop": True}))
+                elif self.clock.started:
                     process.order(json.dumps({"start": self.clock.state()["started"]}))
             self.events.emit("grader_restart", restarts=self.restarts, pid=process.proc.pid)
 
