@@ -30,6 +30,7 @@ from a2rl.config.types import RunConfig
 from a2rl.grading.grader import GraderSettings, GradingServer, GradingService
 from a2rl.grading.ledger import Ledger
 from a2rl.grading.recording import CodeRecorder
+from a2rl.pipeline.harness import load_task_of
 from a2rl.task.base import Task
 
 
@@ -123,8 +124,6 @@ def read_spec(stream) -> GraderSpec:
 
 def serve(spec: GraderSpec, orders) -> None:
     """Serve until the harness says stop (or is gone), then finish the running evaluation."""
-    from a2rl.pipeline.stages import load_task_of  # the task and its dependencies: heavy
-
     reporter = Reporter(spec.report_fd)
     cfg, run = spec.cfg, RunPaths(spec.run_root)
     clock = ReportingClock(cfg.budget.time_limit_s, cfg.budget.count_eval_time, reporter.send)

@@ -222,7 +222,7 @@ def run_cell(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pa
     if cfg.sandbox == "none":
         (run.workspace.parent / "home").mkdir(exist_ok=True)
     grader = GraderSupervisor(grader_spec(cell, split, base_model, baseline), cell.clock,
-                              cell.events, run.root / "grader.log",
+                              cell.events, run.grader_log,
                               cfg.budget.grader_restarts, cfg.budget.eval_timeout_s)
     started = utc_now()
     try:
