@@ -137,6 +137,7 @@ def test_gsm8k_params_are_the_tasks_own():
     ("budget.memory_gb=0", "budget.memory_gb"),
     ("budget.max_processes=4", "budget.max_processes"),
     ("budget.tmpfs_gb=-1", "budget.tmpfs_gb"),
+    ("budget.grader_restarts=-1", "budget.grader_restarts"),
     ("task.feedback=foo", "task.feedback"),
     ("task.level=L9", "task.level"),
     ("task.model.source=ftp", "model.source"),

@@ -18,8 +18,27 @@ class BudgetClock:
         self._eval_since: Optional[float] = None  # the running evaluation's start
         self._lock = threading.Lock()
 
-    def start(self) -> None:
-        self._started = time.monotonic()
+    def start(self, at: Optional[float] = None) -> None:
+        """Start now, or at ``at`` (a time.monotonic() of this machine: another process's
+        start, as the grader's process learns it from the harness)."""
+        self._started = time.monotonic() if at is None else at
+
+    def state(self) -> dict[str, Optional[float]]:
+        """What a clock in another process needs to agree with this one (``restore``):
+        time.monotonic() is the machine's, the same in all its processes."""
+        with self._lock:
+            return {"started": self._started, "eval_s": self._eval_s,
+                    "excused_s": self._excused_s}
+
+    def restore(self, state: dict[str, Optional[float]]) -> None:
+        with self._lock:
+            self._started = state["started"]
+            self._eval_s = float(state["eval_s"])
+            self._excused_s = float(state["excused_s"])
+
+    @property
+    def evaluating(self) -> bool:
+        return self._eval_since is not None
 
     @property
     def started(self) -> bool:

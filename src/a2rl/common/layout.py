@@ -8,7 +8,7 @@ results/
       workspace/              what the agent sees (description.md, data/, base_model/, code/,
                               output/, scores.json)
       store/{sha256}/         submitted artifacts, copied and hashed before evaluation
-      ledger.jsonl events.jsonl agent.log final.json summary.md summary.json
+      ledger.jsonl events.jsonl agent.log grader.log final.json summary.md summary.json
       llm_calls.jsonl transcript.jsonl agent/   LLM calls (a2rl.llm.proxy), the agent CLI's
                               transcript
       judge_calls.jsonl       calls of an API judge while grading (never the agent's spending)
@@ -94,6 +94,11 @@ class RunPaths:
     @property
     def agent_log(self) -> Path:
         return self.root / "agent.log"
+
+    @property
+    def grader_log(self) -> Path:
+        """The grader process's own output, over its restarts (a2rl.pipeline.supervisor)."""
+        return self.root / "grader.log"
 
     @property
     def final(self) -> Path:

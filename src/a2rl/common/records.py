@@ -193,7 +193,7 @@ RunStatus = Literal["completed", "budget_exhausted", "agent_failed", "llm_budget
                     "infra_failed"]
 # why a run is infra_failed: the harness failed, not the agent (RunRecord.reason starts with one)
 INFRA_REASONS = ("missing_key", "agent_not_installed", "provider_outage", "grader_crash",
-                 "harness_oom", "harness_error")
+                 "grader_died", "harness_oom", "harness_error")
 
 
 @dataclass(frozen=True, kw_only=True, config=STRICT)
@@ -226,6 +226,9 @@ class RunRecord(CellRecord):
     feedback: str | None = None  # split the grader scored on; None in runs before it was kept
     submissions: int | None = None  # ledger entries
     hardware: dict[str, Any] | None = None  # a2rl.common.hardware.describe(); None: older runs
+    # times the harness restarted the grader's process after it died (a2rl.pipeline.supervisor);
+    # None in runs before the grader had a process of its own
+    grader_restarts: int | None = None
     # the agent's memory, process and tmpfs limits, what enforced each and the kernel's OOM
     # kills (a2rl.isolation.limits.Confinement.record); None in runs before they were kept
     resources: dict[str, Any] | None = recorded(written_if="resources", default=None)
@@ -239,7 +242,7 @@ class RunRecord(CellRecord):
     # a driver's recording proxy (a2rl.llm.proxy)
     driver_model: str | None = recorded(written_if="driver_model", default=None)
     llm: dict[str, Any] | None = recorded(written_if="driver_model", default=None)  # llm_totals
-    # what grading cost (a judge's calls; a2rl.pipeline.runner.grading_totals), apart from llm
+    # what grading cost (a judge's calls; a2rl.grading.ledger.grading_totals), apart from llm
     grading_usage: dict[str, Any] | None = recorded(written_if="grading_usage", default=None)
     # infra_failed: "<one of INFRA_REASONS>: <what happened>" (a2rl.pipeline.runner)
     reason: str | None = recorded(written_if="reason", default=None)

@@ -298,6 +298,10 @@ class BudgetConfig:
     invalid_per_minute: float = field(default=30.0, metadata={
         "help": "Invalid submissions the grader processes a minute (a burst of as many); "
                 "past it requests are refused up front with 429."})
+    grader_restarts: int = field(default=3, metadata={
+        "help": "Times the harness restarts the grader's process when it dies during a run "
+                "(the submission it was evaluating is recorded as interrupted); one more death "
+                "makes the run infra_failed (grader_died)."})
     memory_gb: Optional[float] = field(default=None, metadata={
         "help": "GiB of memory all the agent's processes may use together (files in its /tmp "
                 "and /dev/shm included); past it the kernel kills one. null: three quarters of "
@@ -325,6 +329,8 @@ class BudgetConfig:
                 f"budget.max_invalid_submissions={self.max_invalid_submissions}; expected >= 1")
         require(self.invalid_per_minute > 0,
                 f"budget.invalid_per_minute={self.invalid_per_minute}; expected > 0")
+        require(self.grader_restarts >= 0,
+                f"budget.grader_restarts={self.grader_restarts}; expected >= 0")
         require(self.memory_gb is None or self.memory_gb > 0,
                 f"budget.memory_gb={self.memory_gb}; expected > 0 or null")
         require(self.max_processes >= 16,

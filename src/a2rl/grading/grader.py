@@ -42,9 +42,35 @@ from a2rl.models.submission import InvalidSubmission
 from a2rl.task.base import GradingUnavailable
 
 # what the agent reads in the ledger and scores.json about a submission the grader was evaluating
-# when it died (a2rl.grading.grader.GradingService.recover)
+# when it died (a2rl.grading.grader.recover_inflight)
 INTERRUPTED = ("the grader stopped while evaluating this submission and was restarted (not your "
                "submission's fault; it does not count): submit it again")
+
+
+def inflight_path(ledger: Ledger) -> Path:
+    """Where the submission being evaluated is kept until it is recorded."""
+    return ledger.path.with_name(ledger.path.stem + ".inflight.json")
+
+
+def recover_inflight(ledger: Ledger, events: EventLog) -> None:
+    """Record the submission a grader on ``ledger`` was evaluating when it died as
+    ``interrupted`` (not counted, like judge_failed; its artifact stays in the store); nothing
+    to do when it finished, or got as far as recording it. A restarted grader calls it, and
+    the harness when the grader died after the agent (a2rl.pipeline.supervisor)."""
+    inflight = inflight_path(ledger)
+    if not inflight.exists():
+        return
+    pending = read_json(inflight)
+    recorded = any(e.artifact_hash == pending["artifact_hash"] and e.time >= pending["started"]
+                   for e in ledger.entries)
+    if not recorded:
+        entry = ledger.append(
+            model_path=pending["model_path"], valid=False, error=INTERRUPTED,
+            status_code=503, elapsed_s=pending["elapsed_s"], status="interrupted",
+            artifact_hash=pending["artifact_hash"])
+        events.emit("grader_recovered", submission_id=entry.submission_id,
+                    artifact_hash=entry.artifact_hash)
+    inflight.unlink()
 
 
 class GradingFailed(RuntimeError):
@@ -121,28 +147,10 @@ class GradingService:
                         str(self.ledger.path.parent.resolve()): "<run>"}
         # the submission being evaluated, on disk until it is recorded: a grader that dies
         # mid-evaluation leaves it, and the grader restarted on the same ledger records it
-        self.inflight = self.ledger.path.with_name(self.ledger.path.stem + ".inflight.json")
-        self.recover()
+        self.inflight = inflight_path(self.ledger)
+        recover_inflight(self.ledger, self.events)
         if self.mirror is not None:
             self.ledger.write_mirror(self.mirror, settings.baseline)
-
-    def recover(self) -> None:
-        """Record the submission a previous grader on this ledger was evaluating when it died
-        as ``interrupted`` (not counted, like judge_failed; its artifact stays in the store);
-        nothing to do when it finished, or got as far as recording it."""
-        if not self.inflight.exists():
-            return
-        pending = read_json(self.inflight)
-        recorded = any(e.artifact_hash == pending["artifact_hash"] and e.time >= pending["started"]
-                       for e in self.ledger.entries)
-        if not recorded:
-            entry = self.ledger.append(
-                model_path=pending["model_path"], valid=False, error=INTERRUPTED,
-                status_code=503, elapsed_s=pending["elapsed_s"], status="interrupted",
-                artifact_hash=pending["artifact_hash"])
-            self.events.emit("grader_recovered", submission_id=entry.submission_id,
-                             artifact_hash=entry.artifact_hash)
-        self.inflight.unlink()
 
     # -- public -------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:

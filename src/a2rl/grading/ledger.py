@@ -79,3 +79,19 @@ def end_torn_line(path: Path) -> None:
             fh.write(b"\n")
             fh.flush()
             os.fsync(fh.fileno())
+
+
+def grading_totals(entries: list[LedgerEntry]) -> dict[str, Any]:
+    """Sum of what grading cost (a judge's calls, tokens, USD) over the ledger, and how many
+    submissions a grading failure (judge_failed, eval_timeout, interrupted) left unscored; {}
+    when grading cost nothing countable (no judge)."""
+    totals: dict[str, Any] = {}
+    for entry in entries:
+        for key, value in (entry.grading_usage or {}).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                totals[key] = round(totals.get(key, 0) + value, 6)
+    for status in ("judge_failed", "eval_timeout", "interrupted"):
+        failed = sum(1 for e in entries if e.status == status)
+        if failed:
+            totals[f"{status}_submissions"] = failed
+    return totals

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from a2rl.common.beneath import Limits, Refused, TreeReader, kind_of, read_link, shown
+from a2rl.common.events import EventLog
 
 MAX_FILE_BYTES = 1_000_000
 # one snapshot reads at most this much of the workspace (then it records what it read, noted)
@@ -370,3 +371,13 @@ def diff(repo: Path, old: Optional[str], new: str, stat_only: bool = False) -> s
 def diff_command(repo: Path, old: Optional[str], new: str) -> str:
     """The shell command a person runs to see ``diff(repo, old, new)``."""
     return f"git --git-dir {repo} diff {old or EMPTY_TREE} {new}"
+
+
+def record_final_code(recorder: CodeRecorder, events: EventLog, exit_code) -> None:
+    """Commit the agent's code as it left it (tag ``final``); a failure is logged, not raised."""
+    try:
+        snap = recorder.snapshot(f"final: agent exited ({exit_code})", tag="final")
+        events.emit("code_snapshot", commit=snap.commit, files=snap.files, tag="final",
+                    changed=snap.changed)
+    except Exception as err:
+        events.emit("error", message=f"final code snapshot failed: {type(err).__name__}: {err}")

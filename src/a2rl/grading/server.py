@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hmac
 import json
+import os
+import socket
 from pathlib import Path
 from typing import Any, Optional
 
@@ -101,13 +103,15 @@ def create_app(service: GradingService, token: str,
 
 class GradingServer(Served):
     """Serves a GradingService on a unix socket (``url``, for the sandbox) and on 127.0.0.1
-    (``http_url``) from a thread."""
+    (``http_url``) from a thread; on ``listening`` sockets when given (a2rl.llm.loopback)."""
 
-    def __init__(self, service: GradingService, token: str, socket_path: Path):
+    def __init__(self, service: GradingService, token: str, socket_path: Path,
+                 listening: Optional[list[socket.socket]] = None):
         self.service = service
         self.token = token
         self.socket_path = Path(socket_path)
-        self._server = LoopbackServer(create_app(service, token), "a2rl-grader", self.socket_path)
+        self._server = LoopbackServer(create_app(service, token), "a2rl-grader", self.socket_path,
+                                      listening)
 
     @property
     def url(self) -> str:
@@ -123,7 +127,8 @@ class GradingServer(Served):
 
     def start(self) -> "GradingServer":
         self._server.start()
-        self.service.events.emit("grader_start", socket=str(self.socket_path), port=self.port)
+        self.service.events.emit("grader_start", socket=str(self.socket_path), port=self.port,
+                                 pid=os.getpid())
         return self
 
     def stop(self) -> None:

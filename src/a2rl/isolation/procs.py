@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable, Optional
+from typing import BinaryIO, Callable, Iterable, Optional
 
 import psutil
 
@@ -46,9 +46,11 @@ class ProcessOutcome:
 def run_until(argv: list[str], env: Optional[dict[str, str]], cwd: Path, log: Path,
               time_left: Callable[[], float], grace_s: float = 5.0,
               on_warning: Optional[Callable[[float], None]] = None,
-              poll_s: float = 0.25) -> ProcessOutcome:
+              poll_s: float = 0.25,
+              spare: Callable[[], Iterable[int]] = tuple) -> ProcessOutcome:
     """Run ``argv`` until it exits or ``time_left()`` reaches 0; then end it and every
-    descendant (SIGTERM, ``grace_s``, SIGKILL)."""
+    descendant (SIGTERM, ``grace_s``, SIGKILL). The caller's own children are spared: those
+    it had before, and ``spare()``'s (a grader process restarted meanwhile)."""
     become_subreaper()
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     started = time.monotonic()
@@ -72,12 +74,23 @@ def run_until(argv: list[str], env: Optional[dict[str, str]], cwd: Path, log: Pa
                 warned = True
                 on_warning(left)
             time.sleep(poll_s)
-        survivors = end_tree(proc, grace_s, exclude=before)
+        survivors = end_tree(proc, grace_s, exclude=with_descendants(before | set(spare())))
         # every writer is dead now, so the pipe ends; a descendant that escaped would keep it
         # open, and the log is then closed without the rest
         drain.join(timeout=DRAIN_WAIT_S)
     return ProcessOutcome(exit_code=proc.returncode, seconds=time.monotonic() - started,
                           killed=killed, survivors_killed=survivors)
+
+
+def with_descendants(pids: set[int]) -> set[int]:
+    """``pids`` and every process below them (what a spared grader started: code it runs)."""
+    found = set(pids)
+    for pid in pids:
+        try:
+            found |= {c.pid for c in psutil.Process(pid).children(recursive=True)}
+        except psutil.NoSuchProcess:
+            pass
+    return found
 
 
 def copy_stream(source: BinaryIO, sink: BinaryIO) -> None:

@@ -24,12 +24,17 @@ class ServerError(RuntimeError):
 
 class LoopbackServer:
     """Serves ``app`` on 127.0.0.1:<free port> (``url``) and on ``socket_path`` when given one
-    (created world-writable, so a sandbox's other uid can connect; removed on stop)."""
+    (created world-writable, so a sandbox's other uid can connect; removed on stop).
+    ``listening``: sockets already bound and listening (a unix one at ``socket_path`` and a
+    TCP one), held by a supervising process across restarts of this one: served instead of
+    new ones, and left in place on stop."""
 
-    def __init__(self, app: Any, name: str, socket_path: Optional[Path] = None):
+    def __init__(self, app: Any, name: str, socket_path: Optional[Path] = None,
+                 listening: Optional[list[socket.socket]] = None):
         self.app = app
         self.name = name
         self.socket_path = Path(socket_path) if socket_path is not None else None
+        self.listening = listening
         self.port: Optional[int] = None
         self._server: Optional[uvicorn.Server] = None
         self._thread: Optional[threading.Thread] = None
@@ -41,8 +46,12 @@ class LoopbackServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> LoopbackServer:
-        sockets = ([self._unix_socket()] if self.socket_path is not None else [])
-        sockets.append(self._tcp_socket())
+        if self.listening is not None:
+            sockets = self.listening
+            self.port = next(s.getsockname()[1] for s in sockets if s.family == socket.AF_INET)
+        else:
+            sockets = ([self._unix_socket()] if self.socket_path is not None else [])
+            sockets.append(self._tcp_socket())
         config = uvicorn.Config(self.app, log_level="warning", access_log=False,
                                 timeout_graceful_shutdown=5, lifespan="on")
         server = self._server = uvicorn.Server(config)
@@ -64,7 +73,7 @@ class LoopbackServer:
             self._server.should_exit = True
             self._thread.join(timeout=STOP_TIMEOUT_S)
             self._server = None
-        if self.socket_path is not None:
+        if self.socket_path is not None and self.listening is None:
             self.socket_path.unlink(missing_ok=True)
         return was_serving
 

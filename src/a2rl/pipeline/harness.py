@@ -9,12 +9,12 @@ import secrets
 from pathlib import Path
 
 from a2rl.common.layout import Layout
-from a2rl.config.types import DriverConfig, ModelConfig
+from a2rl.config.types import DriverConfig, ModelConfig, RunConfig
 from a2rl.llm.drivers import KEYED_PROVIDERS
 from a2rl.llm.proxy import LLMProxy, ProxySettings
 from a2rl.models.hf_folder import content_hash
 from a2rl.models.provision import prepare_base_model
-from a2rl.task.base import GradingUnavailable
+from a2rl.task.base import GradingUnavailable, Task, load_task
 
 
 class PipelineHarness:
@@ -42,3 +42,11 @@ class PipelineHarness:
             price_cached_in_per_mtok=rates.cached_input, max_usd=max_usd,
             timeout_s=timeout_s)
         return LLMProxy(settings, calls_log, "a2rl-judge-" + secrets.token_urlsafe(16)).start()
+
+
+def load_task_of(cfg: RunConfig) -> Task:
+    """The cell's task, lent the pipeline's harness; the stages and the grader's process
+    (a2rl.pipeline.grader_process) load it so."""
+    task = load_task(cfg.task, Path(cfg.paths.root) / cfg.paths.data)
+    task.harness = PipelineHarness(Layout.from_paths(cfg.paths))
+    return task

@@ -18,9 +18,8 @@ from a2rl.common.hardware import AGENT_DEVICE, describe, one_line, resolve_preci
 from a2rl.common.layout import Layout, RunPaths
 from a2rl.common.records import LedgerEntry, RunRecord, read_ledger
 from a2rl.config.types import RunConfig
-from a2rl.grading.grader import GraderSettings, GradingServer, GradingService
-from a2rl.grading.ledger import Ledger
-from a2rl.grading.recording import CodeRecorder
+from a2rl.grading.ledger import grading_totals
+from a2rl.grading.recording import CodeRecorder, record_final_code
 from a2rl.isolation.agent_python import AgentPythonMissing, agent_python_dir, interpreter
 from a2rl.isolation.limits import GIB, ResourceLimits, confine, limits_of
 from a2rl.isolation.procs import ProcessOutcome, run_until
@@ -30,7 +29,9 @@ from a2rl.llm.drivers import DriverKeyMissing, StackRun, check_driver, driver_se
 from a2rl.llm.proxy import LLMProxy, llm_totals
 from a2rl.llm.stacks import AgentNotInstalled
 from a2rl.pipeline.agent_settings import settings_env
+from a2rl.pipeline.grader_process import GraderSpec
 from a2rl.pipeline.network import network_record, network_session, proxy_socket
+from a2rl.pipeline.supervisor import GraderDied, GraderSupervisor
 from a2rl.task.base import Task
 
 SUBMIT_COMMAND = "a2rl submit"  # how description.md tells the agent to submit
@@ -142,6 +143,7 @@ class InfraFailed(RuntimeError):
 INFRA_ERRORS: tuple[tuple[type[BaseException], str], ...] = (
     (DriverKeyMissing, "missing_key"), (AgentNotInstalled, "agent_not_installed"),
     (AgentPythonMissing, "agent_not_installed"),  # the agents' Python environment
+    (GraderDied, "grader_died"),
     (MemoryError, "harness_oom"))
 # calls that failed on the provider's side (not the agent's request): an outage when they end
 # a run that did not finish
@@ -219,14 +221,19 @@ def run_cell(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pa
                         link_model=cfg.sandbox == "bwrap")
     if cfg.sandbox == "none":
         (run.workspace.parent / "home").mkdir(exist_ok=True)
-    task.grading_calls = run.judge_calls  # an API judge logs here, apart from llm_calls
-    service = grading_service(cell, task, split, base_model, baseline)
+    grader = GraderSupervisor(grader_spec(cell, split, base_model, baseline), cell.clock,
+                              cell.events, run.grader_log,
+                              cfg.budget.grader_restarts, cfg.budget.eval_timeout_s)
     started = utc_now()
     try:
-        outcome, proxy = serve_and_run_agent(cell, service, description)
+        outcome, proxy = serve_and_run_agent(cell, grader, description)
     finally:
         shutil.rmtree(cell.grader_dir, ignore_errors=True)
-    return run_record(cell, started, outcome, proxy, service.ledger.entries)
+    record = run_record(cell, started, outcome, proxy, read_ledger(run.ledger))
+    record["grader_restarts"] = grader.restarts
+    if grader.failure:  # the grader died past its restarts: the agent was stopped for it
+        record |= {"status": "infra_failed", "reason": f"grader_died: {grader.failure}"}
+    return record
 
 
 def agent_python(cfg: RunConfig) -> Path:
@@ -271,44 +278,33 @@ def task_description(cell: Cell, task: Task) -> str:
         "data_dir": f"{view}/data"})
 
 
-def grading_service(cell: Cell, task: Task, split: Path, base_model: Path,
-                    baseline: dict[str, Any]) -> GradingService:
-    """The run's grader: feedback on ``split``, an unchanged base answered with its baseline."""
-    cfg, run = cell.cfg, cell.run
-    base_scored = baseline.get(cell.split_name) or {}
-    settings = GraderSettings(
-        task=cfg.task.id, split=cell.split_name, baseline=base_scored.get("score"),
-        max_submissions=cfg.budget.max_submissions, workspace=run.workspace, store=run.store,
-        base_model=base_model, base_hash=baseline.get("model_hash"),
-        base_scored=base_scored or None, alias=cell.sandbox.workspace_view,
-        mirror=run.scores_mirror, evals=run.evals, eval_timeout_s=cfg.budget.eval_timeout_s,
-        max_store_bytes=None if cfg.budget.max_store_gb is None
-        else int(cfg.budget.max_store_gb * 2**30),
-        max_invalid_submissions=cfg.budget.max_invalid_submissions,
-        invalid_per_minute=cfg.budget.invalid_per_minute)
-    return GradingService(
-        settings, evaluate=lambda model_dir: task.evaluate(model_dir, split, cfg.task.inference),
-        ledger=Ledger(run.ledger), clock=cell.clock, events=cell.events,
-        recorder=CodeRecorder(run.code_repo, run.workspace))
+def grader_spec(cell: Cell, split: Path, base_model: Path,
+                baseline: dict[str, Any]) -> GraderSpec:
+    """What the grader's process grades (a2rl.pipeline.grader_process); its sockets and its
+    clock are filled in by the supervisor."""
+    return GraderSpec(cfg=cell.cfg, run_root=cell.run.root, split_name=cell.split_name,
+                      split=split, base_model=base_model, baseline=baseline,
+                      alias=cell.sandbox.workspace_view, token=secrets.token_urlsafe(24),
+                      socket_path=cell.grader_dir / "grader.sock", unix_fd=-1, tcp_fd=-1,
+                      report_fd=-1, clock=cell.clock.state())
 
 
-def serve_and_run_agent(cell: Cell, service: GradingService, description: str
+def serve_and_run_agent(cell: Cell, grader: GraderSupervisor, description: str
                         ) -> tuple[ProcessOutcome, Optional[LLMProxy]]:
-    """Serve the grader (and an LLM agent's proxy) while the agent runs; then wait for the
-    last evaluation and record the agent's final code."""
+    """Serve the grader (its own process) and an LLM agent's proxy while the agent runs; then
+    wait for the last evaluation and record the agent's final code."""
     cfg, sandbox = cell.cfg, cell.sandbox
-    token = secrets.token_urlsafe(24)
-    with GradingServer(service, token, cell.grader_dir / "grader.sock") as server, \
-            driver_session(cfg, cell.run, cell.events,
+    with grader, driver_session(cfg, cell.run, cell.events,
                            proxy_socket(sandbox, cell.grader_dir)) as proxy, \
             network_session(cfg, sandbox, cell.run, cell.grader_dir,
                             proxy.port if proxy else None, cell.events) as network_env:
         env = agent_env(cfg, sandbox, f"unix:{sandbox.grader_dir_view}/grader.sock",
-                        server.http_url, token, cfg.budget.time_limit_s) | network_env
+                        grader.http_url, grader.spec.token, cfg.budget.time_limit_s) | network_env
         command, env = agent_command(cell, proxy, description, env)
-        outcome = run_in_sandbox(cell, command, env, proxy)
-        service.wait_idle()
-        record_final_code(service.recorder, cell.events, outcome.exit_code)
+        outcome = run_in_sandbox(cell, command, env, proxy, grader)
+    # the grader has finished its last evaluation and stopped
+    record_final_code(CodeRecorder(cell.run.code_repo, cell.run.workspace), cell.events,
+                      outcome.exit_code)
     return outcome, proxy
 
 
@@ -323,22 +319,27 @@ def agent_command(cell: Cell, proxy: Optional[LLMProxy], description: str,
 
 
 def run_in_sandbox(cell: Cell, command: list[str], env: dict[str, str],
-                   proxy: Optional[LLMProxy]) -> ProcessOutcome:
-    """Start the clock and run the agent in its sandbox until it exits or a budget ends."""
+                   proxy: Optional[LLMProxy], grader: GraderSupervisor) -> ProcessOutcome:
+    """Start the clock and run the agent in its sandbox until it exits, a budget ends or the
+    grader is gone for good."""
     cfg, clock, events = cell.cfg, cell.clock, cell.events
     with confine(cell.limits, cell.sandbox) as confinement:
         argv = confinement.wrap(cell.sandbox.command(command, env, conceal=True))
         clock.start()
+        grader.clock_started()
         events.emit("agent_start", agent=cfg.agent.name, driver=cfg.driver.name,
                     sandbox=cfg.sandbox, network=cfg.agent.network, command=command,
                     resources=confinement.record())
-        # a used-up LLM budget ends the agent like the time budget does
-        time_left = (clock.time_left if proxy is None else
-                     lambda: 0.0 if proxy.exhausted else clock.time_left())
+        # a used-up LLM budget ends the agent like the time budget does; so does a grader
+        # that died past its restarts
+        def time_left() -> float:
+            gone = grader.failure or (proxy is not None and proxy.exhausted)
+            return 0.0 if gone else clock.time_left()
         outcome = run_until(argv, cell.sandbox.host_env(env), cell.run.workspace,
                             cell.run.agent_log, time_left, cfg.budget.kill_grace_s,
                             on_warning=lambda left: events.emit("budget_warning",
-                                                                time_left_s=round(left, 1)))
+                                                                time_left_s=round(left, 1)),
+                            spare=grader.pids)
         outcome.resources = confinement.record()
     if outcome.resources["oom_kills"]:  # past its memory: the agent's failure, not the harness's
         events.emit("agent_oom", **outcome.resources)
@@ -378,32 +379,6 @@ def run_record(cell: Cell, started: str, outcome: ProcessOutcome, proxy: Optiona
     if infra:
         record |= {"status": "infra_failed", "reason": infra}
     return record
-
-
-def grading_totals(entries: list[LedgerEntry]) -> dict[str, Any]:
-    """Sum of what grading cost (a judge's calls, tokens, USD) over the ledger, and how many
-    submissions a grading failure (judge_failed, eval_timeout, interrupted) left unscored; {}
-    when grading cost nothing countable (no judge)."""
-    totals: dict[str, Any] = {}
-    for entry in entries:
-        for key, value in (entry.grading_usage or {}).items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                totals[key] = round(totals.get(key, 0) + value, 6)
-    for status in ("judge_failed", "eval_timeout", "interrupted"):
-        failed = sum(1 for e in entries if e.status == status)
-        if failed:
-            totals[f"{status}_submissions"] = failed
-    return totals
-
-
-def record_final_code(recorder: CodeRecorder, events: EventLog, exit_code) -> None:
-    """Commit the agent's code as it left it (tag ``final``); a failure is logged, not raised."""
-    try:
-        snap = recorder.snapshot(f"final: agent exited ({exit_code})", tag="final")
-        events.emit("code_snapshot", commit=snap.commit, files=snap.files, tag="final",
-                    changed=snap.changed)
-    except Exception as err:
-        events.emit("error", message=f"final code snapshot failed: {type(err).__name__}: {err}")
 
 
 def load_baseline(path: Path) -> dict[str, Any]:

@@ -44,11 +44,10 @@ def base_model_dir(cfg: RunConfig) -> Path:
 
 
 def load_task_of(cfg: RunConfig):
-    from a2rl.pipeline.harness import PipelineHarness
-    from a2rl.task.base import load_task
-    task = load_task(cfg.task, Path(cfg.paths.root) / cfg.paths.data)
-    task.harness = PipelineHarness(layout_of(cfg))
-    return task
+    """The cell's task with the pipeline's harness (a2rl.pipeline.harness.load_task_of),
+    imported when a stage needs it: the harness brings the LLM proxy's libraries."""
+    from a2rl.pipeline.harness import load_task_of as load
+    return load(cfg)
 
 
 def prepare_task(cfg: RunConfig, reuse: bool = False) -> PreparedTaskPaths:
