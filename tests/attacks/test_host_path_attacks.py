@@ -6,8 +6,10 @@ one an editable install points to) and the results folder's.
 
 What remains, by the kernel's design: a bind mount shows the path of its source within its
 filesystem in mountinfo's 4th field (root), and the workspace is bound from the run's folder.
-The test allows that field, and only for the mounts made from the run's folder and of the
-agents' Python environment (shown at /opt/agent-python, its host path named nowhere else)."""
+The test allows that field, and only for the mounts made from the run's folder, of the
+agents' Python environment (shown at /opt/agent-python, its host path named nowhere else) and,
+with an LLM agent CLI, of its tools folder (shown at /opt/agent-cli, its venv's launchers and
+pyvenv.cfg rewritten for that path: nothing there is subtracted before the search)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,10 @@ from pathlib import Path
 import pytest
 from hostile_sandbox import attack, make_cell
 
+from a2rl.config.compose import compose
 from a2rl.isolation.sandbox import RELAY
+from a2rl.llm.drivers import StackRun
+from a2rl.llm.stacks import CLI_VIEW, AgentNotInstalled, stack_of, tools_dir
 from checkout import AGENT_PYTHON, REPO
 
 pytestmark = [pytest.mark.attacks,
@@ -49,10 +54,8 @@ def editable_source() -> list[str]:
 PROGRAM = r'''
 import base64, sysconfig
 secrets = json.loads(base64.b64decode(sys.argv[1]))  # encoded: the command line is searched
-own_paths = json.loads(base64.b64decode(sys.argv[2]))  # mounted at their own paths (see below)
+more_areas = json.loads(base64.b64decode(sys.argv[2]))  # an LLM agent CLI's folders
 def found_in(text):
-    for path in own_paths:
-        text = text.replace(path, "")
     return [s for s in secrets if s in text]
 hits = {}
 def check(name, text):
@@ -67,7 +70,15 @@ check("/proc/1/cmdline", open("/proc/1/cmdline", "rb").read().decode(errors="rep
 check("/proc/self/environ", open("/proc/self/environ", "rb").read().decode(errors="replace"))
 check("os.environ", json.dumps(dict(os.environ)))
 areas = ["/workspace", "/opt/a2rl", "/etc", "/run/a2rl", sys.prefix, sys.base_prefix,
-         sysconfig.get_paths()["purelib"]]
+         sysconfig.get_paths()["purelib"], *more_areas]
+for area in more_areas:  # a CLI's venv: where its own interpreter says it lives
+    python = os.path.join(area, "venv", "bin", "python")
+    if os.path.exists(python):
+        import subprocess
+        probe = "import json, sys; print(json.dumps([sys.prefix, sys.base_prefix, *sys.path]))"
+        done = subprocess.run([python, "-c", probe], capture_output=True, text=True)
+        out["cli_python"] = json.loads(done.stdout) if done.returncode == 0 else done.stderr
+        check(python + " sys.path", done.stdout + done.stderr)
 seen = set()
 files = 0
 for area in areas:
@@ -125,6 +136,46 @@ def test_no_host_path_of_the_repository_or_results_is_readable(tmp_path):
                if view not in venv)
     # bwrap's options (the environment, a run's token) were read from a file it removed
     assert not (cell.run / "sandbox-etc" / "bwrap.args").exists()
+
+
+def test_an_llm_agent_clis_venv_names_no_host_path(tmp_path):
+    """mini-SWE-agent's tools folder and venv, mounted as a run mounts them (StackRun.mounts):
+    its files, its launchers and its interpreter's sys.prefix and sys.path name neither the
+    repository, the shared checkout the tools live in, nor the results; its mounts' root fields
+    name the tools folder only."""
+    stack, version = stack_of("mini_swe_agent"), compose(["agent=mini_swe_agent"]).agent.version
+    tools = tools_dir(REPO / "resources", stack.name, version)
+    try:
+        stack.check_installed(tools, version)
+    except AgentNotInstalled as err:
+        pytest.skip(str(err))
+    cell = make_cell(tmp_path)
+    agent_dir = cell.run / "agent"
+    agent_dir.mkdir(mode=0o777)
+    agent_dir.chmod(0o777)
+    mounts = StackRun(stack, tools, agent_dir).mounts()
+    cell.sandbox.ro_views, cell.sandbox.venvs = mounts["ro_views"], mounts["venvs"]
+    cell.sandbox.extra_rw = mounts["extra_rw"]
+    secrets = sorted({str(REPO), str(REPO.resolve()), str(cell.root), *editable_source(),
+                      str(tools), str(tools.resolve())})
+    result = attack(cell, PROGRAM, encoded(secrets), encoded([CLI_VIEW]), timeout_s=240).result
+
+    prefix, base, *path = result["cli_python"]
+    assert prefix == f"{CLI_VIEW}/venv" and base.startswith("/opt/python"), result["cli_python"]
+    assert all(p.startswith("/opt/") for p in path if p), path
+    assert result["files"] > 2000, result["files"]  # the CLI's venv was read too
+    assert result["hits"] == {}, result["hits"]
+    assert result["mountinfo"] == [], result["mountinfo"]
+    roots = result["mount_roots"]
+    cli = {view for view, root in roots.items()
+           if (view == CLI_VIEW or view.startswith(CLI_VIEW + "/"))
+           and root.startswith(str(tools.resolve()))}
+    venv = from_agent_python(roots)
+    # from the run's folder too: the agent folder, the venv's rewritten bin/ and pyvenv.cfg
+    from_run = {*FROM_RUN, "/run/a2rl-agent", f"{CLI_VIEW}/venv/bin", f"{CLI_VIEW}/venv/pyvenv.cfg"}
+    assert set(roots) - venv - cli <= from_run | pointers(result), roots
+    assert all(root.startswith(str(cell.run)) for view, root in roots.items()
+               if view not in venv | cli)
 
 
 def test_home_path_is_readable_only_where_the_python_installation_lives(tmp_path):

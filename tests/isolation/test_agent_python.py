@@ -22,6 +22,7 @@ from a2rl.isolation.agent_python import (
     extra_requirements,
     interpreter,
     pinned_requirements,
+    python_view,
     stage_view,
 )
 from checkout import REPO, child_env
@@ -115,3 +116,26 @@ def test_the_sandbox_view_names_no_host_path(tmp_path):
     assert (out / "pyvenv.cfg").read_text() == (
         f"home = {BASE_VIEW}/bin\nversion = 3.11.7\n"
         f"command = {BASE_VIEW}/bin/python -m venv {VIEW}\n")
+
+
+def test_a_cli_venv_is_staged_for_its_own_views_and_its_base_named_by_version(tmp_path):
+    """The same rewriting for an LLM agent CLI's venv: shown at /opt/agent-cli/venv over its
+    base at /opt/python3.12 (lib/python3.12's version); a base without one lib/python3.X is
+    refused."""
+    base, venv = tmp_path / "pyenv" / "3.12.1", tmp_path / "tools" / "openhands" / "venv"
+    (base / "bin").mkdir(parents=True)
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text(f"home = {base}/bin\n")
+    (venv / "bin" / "python").symlink_to(base / "bin" / "python3.12")
+    (venv / "bin" / "openhands").write_text(f"#!{venv}/bin/python\n")
+    with pytest.raises(AgentPythonMissing, match="0 lib/python3.. folders"):
+        python_view(base)
+    (base / "lib" / "python3.12").mkdir(parents=True)
+    assert python_view(base) == "/opt/python3.12"
+
+    out = stage_view(venv, tmp_path / "staging", "/opt/agent-cli/venv", python_view(base),
+                     "cli")
+    assert out == tmp_path / "staging" / "cli"
+    assert (out / "bin" / "python").readlink() == Path("/opt/python3.12/bin/python3.12")
+    assert (out / "bin" / "openhands").read_text() == "#!/opt/agent-cli/venv/bin/python\n"
+    assert (out / "pyvenv.cfg").read_text() == "home = /opt/python3.12/bin\n"

@@ -214,22 +214,37 @@ def test_the_agent_runs_its_own_python_environment(run_dir, agent_python):
     assert out["torch"].split("+")[0] == torch_pin  # the harness's version (2.13.0+cpu here)
 
 
-def test_a_venv_is_mounted_at_its_real_path_over_its_base_without_packages(tmp_path,
-                                                                           agent_python):
+def test_a_cli_venv_runs_at_a_neutral_path_over_its_base_at_a_neutral_path(tmp_path,
+                                                                            agent_python):
     """An LLM agent CLI's venv reached through a link (a worktree's resources/ -> the shared
-    one) is bound where its scripts' #! lines name it, its real path; its base installation
-    is bound with the packages folder covered afterwards."""
+    one) runs at its view inside the folder shown at a neutral path, over its base installation
+    at /opt/python3.X with the packages folder covered: sys.prefix, sys.base_prefix, sys.path
+    and its launchers' #! lines name no host path."""
     from a2rl.isolation.agent_python import base_installation
-    from a2rl.isolation.bwrap import package_dirs
 
     linked = tmp_path / "linked-resources"
     linked.symlink_to(agent_python.parent)
+    venv = linked / agent_python.name
     box = Sandbox("bwrap", tmp_path / "ws", tmp_path / "t", tmp_path / "g",
-                  venvs=[linked / agent_python.name])
-    argv = box.command(["true"], {})
-    pairs = list(zip(argv, argv[1:], argv[2:], strict=False))
-    assert ("--ro-bind", str(agent_python), str(agent_python)) in pairs
-    base = str(base_installation(agent_python))
-    [site] = package_dirs(Path(base))
-    bound = pairs.index(("--ro-bind", base, base))
-    assert pairs.index(("--tmpfs", site, "--remount-ro")) > bound
+                  ro_views={"/opt/agent-cli": linked}, venvs={f"/opt/agent-cli/{venv.name}": venv})
+    base = base_installation(agent_python)
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert box.base_views() == {str(base): f"/opt/python{version}"}
+    for folder in ("ws/code", "ws/output", "t", "g"):
+        (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+    probe = ("import json, sys, sysconfig, os; print(json.dumps({'prefix': sys.prefix, "
+             "'base': sys.base_prefix, 'path': sys.path, 'pip': open(sys.prefix + "
+             "'/bin/pip').readline(), 'site': os.listdir(sysconfig.get_paths("
+             "vars={'base': sys.base_prefix})['purelib'])}))")
+    python = f"/opt/agent-cli/{venv.name}/bin/python"
+    argv = box.command([python, "-c", probe], {"PATH": "/usr/bin:/bin"})
+    done = subprocess.run(argv, capture_output=True, text=True, env=box.host_env({}),
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["prefix"] == f"/opt/agent-cli/{venv.name}"
+    assert out["base"] == f"/opt/python{version}"
+    assert out["pip"] == f"#!{python}\n"
+    assert not [p for p in out["path"] if p and not p.startswith("/opt/")], out["path"]
+    assert out["site"] == []  # the base's packages are covered
+    assert str(tmp_path) not in done.stdout and str(agent_python.resolve()) not in done.stdout

@@ -19,6 +19,7 @@ from a2rl.isolation.sandbox import RELAY, Sandbox
 from a2rl.llm.drivers import DriverKeyMissing, StackRun, check_driver, replay_script
 from a2rl.llm.stacks import (
     AGENT_DIR_VIEW,
+    CLI_VIEW,
     STACKS,
     AgentNotInstalled,
     LaunchContext,
@@ -321,7 +322,8 @@ def test_stack_run_mounts_tools_read_only_and_the_agent_folder_writable(tmp_path
     sandbox.forwards = {41234: "/run/a2rl/llm.sock"}
     argv = sandbox.command(["true"], {})
     pairs = list(zip(argv, argv[1:], argv[2:], strict=False))
-    assert ("--ro-bind", str(folder), str(folder)) in pairs
+    assert ("--ro-bind", str(folder), CLI_VIEW) in pairs  # a neutral path: no host path
+    assert (str(folder), str(folder)) not in list(zip(argv, argv[1:], strict=False))
     assert ("--bind", str(run.agent_files), AGENT_DIR_VIEW) in pairs
     # network llm: a network namespace of its own (--unshare-net, or --unshare-all without
     # --share-net), the proxy's port forwarded to its socket before the agent command

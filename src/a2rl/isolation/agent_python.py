@@ -98,14 +98,24 @@ BASE_VIEW = "/opt/python"  # and the installation it was made from
 VIEW_FILES = "agent-python"  # its bin/ and pyvenv.cfg as the sandbox shows them, in the staging
 
 
-def view_paths(venv: Path) -> list[tuple[str, str]]:
-    """(host path, its path in the sandbox) for the environment and its base installation,
-    longest first, in every spelling a file of the environment may use (as configured, and
-    with links resolved)."""
-    pairs = {str(Path(venv)): VIEW, str(Path(venv).resolve()): VIEW}
+def python_view(base: Path) -> str:
+    """Where the sandbox shows a base installation other than the agents' (an LLM agent CLI's
+    venv may need another Python): BASE_VIEW with its version, ``/opt/python3.12``, named by
+    its ``lib/pythonX.Y``."""
+    found = sorted(p.name for p in (Path(base) / "lib").glob("python3.*") if p.is_dir())
+    if len(found) != 1:
+        raise AgentPythonMissing(f"{base} has {len(found)} lib/python3.* folders; expected one")
+    return BASE_VIEW + found[0].removeprefix("python")
+
+
+def view_paths(venv: Path, view: str = VIEW, base_view: str = BASE_VIEW) -> list[tuple[str, str]]:
+    """(host path, its path in the sandbox) for the environment (shown at ``view``) and its
+    base installation (at ``base_view``), longest first, in every spelling a file of the
+    environment may use (as configured, and with links resolved)."""
+    pairs = {str(Path(venv)): view, str(Path(venv).resolve()): view}
     if outside_usr(base_installation(venv)):  # a system Python's is mounted with /usr
-        pairs |= {str(Path(base_home(venv)).parent): BASE_VIEW,
-                  str(base_installation(venv)): BASE_VIEW}
+        pairs |= {str(Path(base_home(venv)).parent): base_view,
+                  str(base_installation(venv)): base_view}
     return sorted(pairs.items(), key=lambda pair: len(pair[0]), reverse=True)
 
 
@@ -124,20 +134,22 @@ def base_home(venv: Path) -> str:
     raise AgentPythonMissing(f"{cfg} names no home: not a virtual environment")
 
 
-def stage_view(venv: Path, staging: Path) -> Path:
-    """Write the environment's bin/ and pyvenv.cfg as the sandbox shows them into
-    ``staging``/agent-python: every host path of the environment or its base replaced by
-    VIEW or BASE_VIEW (the scripts' #! lines, the python links, ``home``), so that it runs at
-    VIEW over its base at BASE_VIEW. Returns that folder."""
-    out = Path(staging) / VIEW_FILES
+def stage_view(venv: Path, staging: Path, view: str = VIEW, base_view: str = BASE_VIEW,
+               folder: str = VIEW_FILES) -> Path:
+    """Write a virtual environment's bin/ and pyvenv.cfg as the sandbox shows them into
+    ``staging``/``folder``: every host path of the environment or its base replaced by
+    ``view`` or ``base_view`` (the scripts' #! lines, the python links, ``home``), so that it
+    runs at ``view`` over its base at ``base_view``. The agents' environment by default; an
+    LLM agent CLI's venv with its own views. Returns that folder."""
+    out = Path(staging) / folder
     if out.exists():
         shutil.rmtree(out)
     (out / "bin").mkdir(parents=True)
-    pairs = view_paths(venv)
+    pairs = view_paths(venv, view, base_view)
 
     def moved(text: str) -> str:
-        for host, view in pairs:
-            text = text.replace(host, view)
+        for host, neutral in pairs:
+            text = text.replace(host, neutral)
         return text
 
     for entry in sorted((Path(venv) / "bin").iterdir()):

@@ -37,9 +37,11 @@ from a2rl.config.types import NETWORK_POLICIES
 from a2rl.isolation.agent_python import (
     BASE_VIEW,
     VIEW,
+    VIEW_FILES,
     base_installation,
     interpreter,
     outside_usr,
+    python_view,
     stage_view,
 )
 from a2rl.isolation.bwrap import (
@@ -98,8 +100,12 @@ class Sandbox:
     # the agents' Python environment (resources/agent-python, a2rl.isolation.agent_python):
     # first on PATH and ``{python}`` of an agent's command; None: the base interpreter alone
     python: Optional[Path] = None
-    # other virtual environments the agent runs (an LLM agent CLI's)
-    venvs: list[Path] = field(default_factory=list)
+    # read-only folders shown at neutral paths: path inside the sandbox -> host folder (an LLM
+    # agent CLI's tools folder)
+    ro_views: dict[str, Path] = field(default_factory=dict)
+    # other virtual environments the agent runs (an LLM agent CLI's): path inside the sandbox
+    # -> host venv, shown there over its base installation at a neutral path (``base_views``)
+    venvs: dict[str, Path] = field(default_factory=dict)
     # extra writable folders: path inside the sandbox -> host folder (an agent CLI's files)
     extra_rw: dict[str, Path] = field(default_factory=dict)
     host_uid: int = field(default_factory=agent_host_uid)
@@ -189,10 +195,29 @@ class Sandbox:
         """``env`` with the base installation's lib/ first on LD_LIBRARY_PATH: its interpreter
         (built --enable-shared, as pyenv's) finds libpython by a RUNPATH naming its host
         path, which the sandbox does not have."""
-        if self.python is None or not outside_usr(base_installation(self.python)):
+        libs = [f"{view}/lib" for view in self.base_views().values()]
+        if not libs:
             return env
-        paths = [f"{BASE_VIEW}/lib", *filter(None, env.get("LD_LIBRARY_PATH", "").split(":"))]
+        paths = [*libs, *filter(None, env.get("LD_LIBRARY_PATH", "").split(":"))]
         return env | {"LD_LIBRARY_PATH": ":".join(paths)}
+
+    def base_views(self) -> dict[str, str]:
+        """host base installation -> where the sandbox shows it, for the venvs' bases outside
+        /usr (a system Python's is mounted with /usr): the agents' at BASE_VIEW, another at
+        ``python_view`` (``/opt/python3.12``); two bases may not share a view."""
+        views: dict[str, str] = {}
+        if self.python is not None and outside_usr(base_installation(self.python)):
+            views[str(base_installation(self.python))] = BASE_VIEW
+        for venv in self.venvs.values():
+            base = base_installation(venv)
+            if outside_usr(base) and str(base) not in views:
+                view = python_view(base)
+                if view in views.values():
+                    raise ValueError(f"the venvs' base installations {base} and "
+                                     f"{[b for b, v in views.items() if v == view]} would both "
+                                     f"be shown at {view}: make the venvs from one of them")
+                views[str(base)] = view
+        return views
 
     @property
     def shares_network(self) -> bool:
@@ -221,6 +246,10 @@ class Sandbox:
         shutil.copy(Path(__file__).with_name("netrelay.py"), identity / "relay.py")
         if self.python is not None:
             stage_view(self.python, identity)
+        bases = self.base_views()
+        for view, venv in self.venvs.items():
+            base = str(base_installation(venv))
+            stage_view(venv, identity, view, bases.get(base, base), staged_name(view))
         if self.as_root:
             for area in self.writable:
                 hand_over(area, self.host_uid)
@@ -245,6 +274,8 @@ class Sandbox:
         bwrap.ro_bind(identity / "passwd", "/etc/passwd").ro_bind(identity / "group",
                                                                     "/etc/group")
         bwrap.ro_bind(identity / "relay.py", RELAY)
+        for view, host in self.ro_views.items():
+            bwrap.ro_bind(host, view)
         self._pythons(bwrap)
         for path in self.extra_ro:
             bwrap.ro_bind(path)
@@ -259,37 +290,45 @@ class Sandbox:
         return bwrap.add("--remount-ro", "/")
 
     def _pythons(self, bwrap: BwrapCommand) -> None:
-        """The venvs, over the standard library of each one's base installation and of the
-        harness's; no installed package of the harness's or of the system's Python (under
-        /usr, mounted whole) is visible: they hold the task packages and their data."""
-        bases = {str(base_installation(v)) for v in self.venvs}
+        """The venvs at their views, over the standard library of each one's base installation
+        (at its neutral view) and of the harness's; no installed package of the harness's or
+        of the system's Python (under /usr, mounted whole) is visible: they hold the task
+        packages and their data."""
+        bases = self.base_views()
         if self.python is None:  # the harness's own interpreter runs the agent's Python
-            bases |= set(python_prefixes())
-        for prefix in sorted(b for b in bases if outside_usr(b)):
-            bwrap.python_installation(prefix)
+            for prefix in sorted(p for p in python_prefixes() if outside_usr(p)):
+                bwrap.python_installation(prefix)
+        for base, view in bases.items():
+            bwrap.python_installation(base, view)
+        identity = self.workspace.parent / IDENTITY_DIR
         if self.python is not None:
-            self._agent_python(bwrap)
+            self._venv(bwrap, Path(self.python), VIEW, identity / VIEW_FILES)
         bwrap.hide(package_dirs(Path("/usr")))
-        for venv in self.venvs:  # where its scripts' #! lines name it: its real path
-            bwrap.ro_bind(Path(venv).resolve())
+        for view, venv in self.venvs.items():
+            self._venv(bwrap, Path(venv), view, identity / staged_name(view))
 
-    def _agent_python(self, bwrap: BwrapCommand) -> None:
-        """The agents' environment at VIEW over its base at BASE_VIEW (neutral paths: no host
-        path in sys.prefix, sys.path, the mount points or its scripts), its bin/ and pyvenv.cfg
-        as ``stage_view`` wrote them."""
-        venv = Path(self.python)
-        base = base_installation(venv)
-        if outside_usr(base):
-            bwrap.python_installation(base, BASE_VIEW)
-        staged = self.workspace.parent / IDENTITY_DIR / "agent-python"
+    def _venv(self, bwrap: BwrapCommand, venv: Path, view: str, staged: Path) -> None:
+        """A venv at ``view`` (a neutral path: no host path in sys.prefix, sys.path, the mount
+        points or its scripts), its bin/ and pyvenv.cfg as ``stage_view`` wrote them into
+        ``staged``. Inside a folder of ``ro_views`` (a CLI's tools folder) its other entries
+        are there already."""
+        inside = any(view.startswith(folder.rstrip("/") + "/") for folder in self.ro_views)
         for entry in sorted(venv.iterdir()):
-            view = f"{VIEW}/{entry.name}"
+            path = f"{view}/{entry.name}"
             if entry.name in ("bin", "pyvenv.cfg"):
-                bwrap.ro_bind(staged / entry.name, view)
+                bwrap.ro_bind(staged / entry.name, path)
+            elif inside:
+                continue
             elif entry.is_symlink():  # lib64 -> lib
-                bwrap.add("--symlink", os.readlink(entry), view)
+                bwrap.add("--symlink", os.readlink(entry), path)
             else:
-                bwrap.ro_bind(entry.resolve(), view)
+                bwrap.ro_bind(entry.resolve(), path)
+
+
+def staged_name(view: str) -> str:
+    """The folder of the run's staging that holds the bin/ and pyvenv.cfg of the venv shown at
+    ``view``: /opt/agent-cli/venv -> venv-opt-agent-cli-venv."""
+    return "venv-" + view.strip("/").replace("/", "-")
 
 
 def hand_over(root: Path, uid: int) -> None:

@@ -25,6 +25,7 @@ from a2rl.llm.proxy import LLMProxy
 from a2rl.llm.replay import ReplayScript, ReplayServer
 from a2rl.llm.stacks import (
     AGENT_DIR_VIEW,
+    CLI_VIEW,
     AgentStack,
     Launch,
     LaunchContext,
@@ -143,18 +144,22 @@ class StackRun:
         return cls(stack, tools, run.agent_files)
 
     def mounts(self) -> dict[str, Any]:
-        """Sandbox arguments: the tools read-only, the agent folder read-write."""
-        return {"extra_ro": [self.tools], "venvs": self.stack.venvs(self.tools),
+        """Sandbox arguments: the tools read-only at CLI_VIEW (its venv there too), the agent
+        folder read-write."""
+        venvs = {f"{CLI_VIEW}/{venv.relative_to(self.tools)}": venv
+                 for venv in self.stack.venvs(self.tools)}
+        return {"ro_views": {CLI_VIEW: self.tools}, "venvs": venvs,
                 "extra_rw": {AGENT_DIR_VIEW: self.agent_dir}}
 
     def launch(self, cfg: RunConfig, sandbox, proxy: LLMProxy, description: str,
                home: str) -> Launch:
         """The command line and extra environment; writes the launch's files first."""
         agent_view = AGENT_DIR_VIEW if sandbox.kind == "bwrap" else str(self.agent_dir)
+        tools_view = CLI_VIEW if sandbox.kind == "bwrap" else str(self.tools)
         ctx = LaunchContext(prompt=build_prompt(description, sandbox.workspace_view),
                             model=proxy.settings.model, provider=proxy.settings.provider,
                             proxy_url=proxy.url, api_key=proxy.dummy_key,
-                            tools_dir=str(self.tools), agent_dir=agent_view,
+                            tools_dir=tools_view, agent_dir=agent_view,
                             workspace=sandbox.workspace_view, home=home,
                             time_limit_s=cfg.budget.time_limit_s, args=list(cfg.agent.args))
         launch = self.stack.launch(ctx)

@@ -12,7 +12,8 @@ An agent config (conf/agent/<name>.yaml) names its stack and pins a version::
 Installing (``install_stack`` / ``scripts/install_agents.py``) puts the package into
 ``resources/tools/<stack>/<version>/`` (or ``$A2RL_AGENT_TOOLS/<stack>/<version>/``), never into
 the user's global environment: npm packages with ``npm install --prefix``, Python packages into a
-virtual environment there. The folder is mounted read-only into the sandbox at the same path.
+virtual environment there. The sandbox shows the folder read-only at ``CLI_VIEW``, a neutral
+path (the venv's launchers rewritten for it: a2rl.isolation.agent_python.stage_view).
 
 Launching (``AgentStack.launch``) builds the argv and environment from a ``LaunchContext``: the
 prompt (the task's description.md and the benchmark's rules), the driver's model, the proxy's
@@ -50,6 +51,9 @@ TOOLS_ENV = "A2RL_AGENT_TOOLS"
 INSTALLED = "installed.json"
 # where the run's agent folder (transcripts, generated configs) is mounted in the sandbox
 AGENT_DIR_VIEW = "/run/a2rl-agent"
+# where the stack's tools folder is shown in the sandbox (read-only; its venv, if it has one, at
+# CLI_VIEW/venv over its base installation at a neutral path: no host path in its launchers)
+CLI_VIEW = "/opt/agent-cli"
 
 PROMPT_HEAD = """\
 You are an autonomous ML engineer. Nobody will answer questions or approve anything: work on
