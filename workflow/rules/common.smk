@@ -96,7 +96,7 @@ def compose_options(axes):
 
 
 # each task's config (model, data, budget, grading resources) and each agent's (the resources
-# of run_agent's jobs); each driver is composed too, so that a missing option fails here
+# of run_cell's jobs); each driver is composed too, so that a missing option fails here
 check_agent_sizing(GRID, GRID_CFG.grid.tasks)
 _OPTIONS = compose_options(
     {"task": GRID_CFG.grid.tasks, "agent": GRID_CFG.grid.agents, "driver": GRID_CFG.grid.drivers}
@@ -156,7 +156,7 @@ def model_of_task(wildcards):
 
 
 # summary.json of every cell of the grid (the leaderboard's and the report's input); the job
-# that writes one also exports the cell's selected model (finish_run)
+# that writes one runs the whole cell (run_cell)
 RUN_SUMMARIES = [str(PATHS.run(**cell).summary_json) for cell in CELLS]
 
 
@@ -165,14 +165,14 @@ RUN_SUMMARIES = [str(PATHS.run(**cell).summary_json) for cell in CELLS]
 
 def job_kind(rule_name, wildcards):
     """What a job's resources depend on: its task (none for per-grid and per-model rules) and,
-    for run_agent, its agent."""
+    for run_cell, its agent."""
     task = wildcards.get("task")
-    return task, wildcards.get("agent") if rule_name == "run_agent" else None
+    return task, wildcards.get("agent") if rule_name == "run_cell" else None
 
 
 def job_kinds(rule_name):
     """Every job_kind the grid has for ``rule_name``."""
-    if rule_name == "run_agent":
+    if rule_name == "run_cell":
         return {(cell["task"], cell["agent"]) for cell in CELLS}
     if rule_name in ("prepare_model", "build_leaderboard", "build_report"):
         return {(None, None)}
@@ -182,11 +182,11 @@ def job_kinds(rule_name):
 @functools.cache
 def resources_of_job(rule_name, task, agent):
     """The resources of a job of ``rule_name`` on ``task`` with ``agent`` (see job_kind): from
-    the task's config (the grid's for per-grid rules), with the agent's resources for run_agent.
+    the task's config (the grid's for per-grid rules), with the agent's resources for run_cell.
     Agents and tasks are composed once each, not once per cell, so a grid_task file sizes
     tasks and budgets, never agents' resources (check_agent_sizing)."""
     cfg = TASK_CFG[task] if task else GRID_CFG
-    if rule_name == "run_agent":
+    if rule_name == "run_cell":
         cfg = replace(cfg, agent=AGENT_CFG[agent].agent)
     return rule_resources(rule_name, cfg)
 
@@ -210,9 +210,10 @@ def resources_of(rule_name):
     return {key: value(key) for key in resource_keys(GRID_CFG.cluster)}
 
 
-def run_agent_threads(wildcards):
-    """Run here, an agent takes every core Snakemake was given, so no other job competes with
-    its clock; on a cluster its job gets the agent's CPUs and the scheduler keeps others off."""
+def cell_threads(wildcards):
+    """Run here, a cell's job takes every core Snakemake was given, so no other job competes
+    with its agent's clock; on a cluster it gets its CPUs (the largest of its stages') and the
+    scheduler keeps others off."""
     if workflow.local_exec:
         return workflow.cores
-    return resources_of_job("run_agent", *job_kind("run_agent", wildcards))["cpus_per_task"]
+    return resources_of_job("run_cell", *job_kind("run_cell", wildcards))["cpus_per_task"]
