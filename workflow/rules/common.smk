@@ -30,6 +30,7 @@ os.environ.setdefault("A2RL_CONF", str(Path(workflow.basedir) / "conf"))
 
 from a2rl.config.compose import (
     cell_overrides,
+    composing,
     grid_cells,
     grid_overrides,
     task_overrides,
@@ -58,7 +59,37 @@ GRID = str(config.get("grid", "smoke"))
 # how many times a run the harness failed (run.json status infra_failed) is run again
 INFRA_RETRIES = int(config.get("infra_retries", 2))
 GRID_OVERRIDES = grid_overrides(GRID, as_override_list(config.get("overrides")))
-GRID_CFG = checked(GRID_OVERRIDES)
+
+
+def compose_options(axes):
+    """Every option of every axis composed and checked once, options of different axes sharing
+    a composition (the i-th task with the i-th agent and the i-th driver): a Hydra composition
+    is the bulk of planning time, and this takes the longest axis's count of them instead of the
+    sum. Sharing is sound because a task's, an agent's and a driver's options each configure
+    only their own key. Returns {axis: {option: RunConfig}}."""
+    names = {axis: list(dict.fromkeys(options)) for axis, options in axes.items()}
+    composed = {axis: {} for axis in axes}
+    for i in range(max(map(len, names.values()))):
+        choice = {axis: options[i] for axis, options in names.items() if i < len(options)}
+        cfg = checked([*GRID_OVERRIDES, *(f"{axis}={name}" for axis, name in choice.items())])
+        for axis, name in choice.items():
+            composed[axis][name] = cfg
+    return composed
+
+
+# the grid's config; each task's (model, data, budget, grading resources) and each agent's
+# (the resources of run_cell's jobs); each driver is composed too, so that a missing option
+# fails here. Compositions (those not cached) share one Hydra initialisation.
+with composing():
+    GRID_CFG = checked(GRID_OVERRIDES)
+    check_agent_sizing(GRID, GRID_CFG.grid.tasks)
+    _OPTIONS = compose_options(
+        {
+            "task": GRID_CFG.grid.tasks,
+            "agent": GRID_CFG.grid.agents,
+            "driver": GRID_CFG.grid.drivers,
+        }
+    )
 CELLS = grid_cells(GRID_CFG)
 
 # the rules' paths, relative to the working directory (the jobs' outputs read the same in the
@@ -78,29 +109,6 @@ CELL_PATH = cell_path(*CELL)
 PREPARED = PATHS.prepared("{task}")
 BASELINE = PATHS.baseline("{task}")
 
-
-def compose_options(axes):
-    """Every option of every axis composed and checked once, options of different axes sharing
-    a composition (the i-th task with the i-th agent and the i-th driver): a Hydra composition
-    is the bulk of planning time, and this takes the longest axis's count of them instead of the
-    sum. Sharing is sound because a task's, an agent's and a driver's options each configure
-    only their own key. Returns {axis: {option: RunConfig}}."""
-    names = {axis: list(dict.fromkeys(options)) for axis, options in axes.items()}
-    composed = {axis: {} for axis in axes}
-    for i in range(max(map(len, names.values()))):
-        choice = {axis: options[i] for axis, options in names.items() if i < len(options)}
-        cfg = checked([*GRID_OVERRIDES, *(f"{axis}={name}" for axis, name in choice.items())])
-        for axis, name in choice.items():
-            composed[axis][name] = cfg
-    return composed
-
-
-# each task's config (model, data, budget, grading resources) and each agent's (the resources
-# of run_cell's jobs); each driver is composed too, so that a missing option fails here
-check_agent_sizing(GRID, GRID_CFG.grid.tasks)
-_OPTIONS = compose_options(
-    {"task": GRID_CFG.grid.tasks, "agent": GRID_CFG.grid.agents, "driver": GRID_CFG.grid.drivers}
-)
 TASK_CFG = _OPTIONS["task"]
 AGENT_CFG = _OPTIONS["agent"]
 
