@@ -113,9 +113,10 @@ def test_only_infra_failures_are_retried(tmp_path):
     cell = "results/runs/gsm8k_arith/noop/none/seed0/run.json"
     overrides = ('["agent.kind=llm","agent.network=llm","+agent.stack=codex",'
                  '"+agent.version=0.0.0","agent.command=[]"]')
+    # the cell's job runs the stages after the run too (final grade, export, summary)
     result = snakemake("--cores", "1", "--config", "grid=ci", "infra_retries=1",
                        f"overrides={overrides}", "--", cell.replace("run.json", "summary.json"),
-                       workdir=tmp_path)
+                       workdir=tmp_path, timeout=900)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     record = json.loads((tmp_path / cell).read_text())
