@@ -218,11 +218,10 @@ def resources_of(rule_name):
     return {key: value(key) for key in resource_keys(GRID_CFG.cluster)}
 
 
-def cell_threads():
+def cell_threads(wildcards):
     """Run here, a cell's job takes every core Snakemake was given, so no other job competes
     with its agent's clock; on a cluster it gets its CPUs (the largest of its stages') and the
-    scheduler keeps others off. A value, where every cell gets the same (Snakemake calls a
-    function for each job while planning), else a function of the job's wildcards."""
+    scheduler keeps others off."""
     if workflow.local_exec:
         return workflow.cores
-    return resources_of("run_cell")["cpus_per_task"]
+    return resources_of_job("run_cell", *job_kind("run_cell", wildcards))["cpus_per_task"]

@@ -45,7 +45,7 @@ rule run_cell:
         overrides=overrides_of_cell,
         run_json=str(RUN.run_json),
         infra_retries=INFRA_RETRIES,
-    threads: cell_threads()
+    threads: cell_threads
     resources:
         a2rl_attempt=lambda wildcards, attempt: attempt,
         **resources_of("run_cell"),
