@@ -17,7 +17,7 @@ include: "workflow/rules/run.smk"
 include: "workflow/rules/report.smk"
 
 
-# every cell's outputs (final grade, summary, selected model: finish_run) are the
+# every cell's outputs (final grade, summary, selected model: run_cell) are the
 # leaderboard's and the report's inputs
 rule all:
     input:

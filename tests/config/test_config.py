@@ -12,6 +12,7 @@ from a2rl.config.checks import help_of
 from a2rl.config.compose import (
     cell_overrides,
     compose,
+    composing,
     conf_dir,
     grid_cells,
     grid_overrides,
@@ -269,3 +270,20 @@ def test_values_the_old_schema_refused_fail_naming_the_key(override, message):
     with pytest.raises(ConfigError) as err:
         compose([override])
     assert message in str(err.value)
+
+
+def test_compositions_in_a_composing_block_share_one_hydra_and_agree():
+    """Inside composing() Hydra is initialised once, at the first composition, and left as it
+    was after the block; what it composes equals a composition on its own, and a bad option
+    still fails with ConfigError."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    alone = [compose(["grid=ci", f"agent={agent}"]) for agent in ("noop", "sft")]
+    with composing():
+        assert not GlobalHydra.instance().is_initialized()  # nothing composed yet
+        shared = [compose(["grid=ci", f"agent={agent}"]) for agent in ("noop", "sft")]
+        assert GlobalHydra.instance().is_initialized()
+        with pytest.raises(ConfigError, match="no_such_agent"):
+            compose(["grid=ci", "agent=no_such_agent"])
+    assert not GlobalHydra.instance().is_initialized()
+    assert shared == alone

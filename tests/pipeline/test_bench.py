@@ -105,7 +105,7 @@ def test_probe_grpo_scores_start_and_each_round_paired(tmp_path):
 
 def test_bench_planning_times_the_ci_plan_against_a_commit(tmp_path):
     """scripts/bench_planning.py plans the ci grid with HEAD's workflow and the work tree's,
-    cold then cached: one run_agent and one finish_run job per cell, CPU seconds measured."""
+    cold then cached: one run_cell job per cell, CPU seconds measured."""
     from a2rl.config.compose import compose, grid_cells, grid_overrides
 
     bench = load_script(SCRIPT.with_name("bench_planning.py"))
@@ -115,7 +115,7 @@ def test_bench_planning_times_the_ci_plan_against_a_commit(tmp_path):
     cells = len(grid_cells(compose(grid_overrides("ci"))))
     assert set(summary) == {"before", "after"}
     for row in summary.values():
-        assert row["jobs_per_rule"]["run_agent"] == row["jobs_per_rule"]["finish_run"] == cells
+        assert row["jobs_per_rule"]["run_cell"] == cells
         assert row["cold_cpu_s"] > 0 and row["cached_cpu_s_median"] > 0
     report = json.loads(out.read_text())
     assert [(p["variant"], p["cache"]) for p in report["plans"]] == [

@@ -4,7 +4,7 @@
 Slurm's own record of the jobs (jobcomp.log, one line per finished job) and the executor
 plugin's per-job logs, then compares every record with a run of the same grid through
 ``profiles/local`` (scripts/compare_runs.py: same ledger fields, same scores). A second test
-cancels a run_agent job mid-run and checks that Snakemake's retry leaves a complete,
+cancels a cell's job while its agent trains and checks that Snakemake's retry leaves a complete,
 consistent run directory. Training is fixed (two rounds of three steps, well within the budget)
 so that the records do not depend on the machine's speed.
 
@@ -102,10 +102,12 @@ def slurm_jobs_of(root: Path) -> dict[str, tuple[str, str]]:
 
 def rule_jobs(root: Path) -> set[tuple[str, str]]:
     """(rule, wildcards) of every job the workflow ran in ``root``, from the rules' own logs
-    (results/logs/<rule>/<wildcards>.log), in the plugin's naming of wildcards."""
+    (results/logs/<rule>/<wildcards>.log; a cell's job logs its agent's run and the stages
+    after it apart), in the plugin's naming of wildcards."""
     jobs = set()
     for log in (root / "results" / "logs").rglob("*.log"):
-        rule, *rest = log.relative_to(root / "results" / "logs").with_suffix("").parts
+        folder, *rest = log.relative_to(root / "results" / "logs").with_suffix("").parts
+        rule = "run_cell" if folder in ("run_agent", "finish_run") else folder
         if rule in ("build_leaderboard", "build_report"):  # no wildcards
             jobs.add((rule, ""))
         else:
@@ -158,20 +160,21 @@ def test_every_rule_ran_as_a_slurm_job(slurm_grid, slurm):
     finished = jobcomp(slurm["SLURM_CONF"], slurm_grid)
     ran = rule_jobs(slurm_grid)
     assert {rule for rule, _ in ran} == {
-        "prepare_model", "prepare_task", "measure_baseline", "run_agent", "finish_run",
-        "build_leaderboard", "build_report"}
+        "prepare_model", "prepare_task", "measure_baseline", "run_cell", "build_leaderboard",
+        "build_report"}
     tasks = len({cell["task"] for cell in GRID})
-    assert len(ran) == 1 + 2 * tasks + 2 * len(GRID) + 2
+    assert len(ran) == 1 + 2 * tasks + len(GRID) + 2
     assert set(submitted.values()) == ran
     for job_id, (rule, wildcards) in submitted.items():
         record = finished[job_id]
         assert record["JobState"] == "COMPLETED", (rule, wildcards, record)
         assert record["Partition"] == "a2rl"  # conf/cluster/localhost.yaml
-    # run_agent's job had the agent's CPUs and memory (conf/grid/ci.yaml: 2 CPUs, 6000 MB) and
-    # a time limit of its budget + kill grace + an evaluation + start-up: 900+5+300+300 s
-    agents = [finished[i] for i, (rule, _) in submitted.items() if rule == "run_agent"]
-    assert all("cpu=2,mem=6000M" in job["Tres"] for job in agents), agents
-    assert all(job["TimeLimit"] == "26" for job in agents), agents
+    # a cell's job had the agent's CPUs and memory (conf/grid/ci.yaml: 2 CPUs, 6000 MB) and a
+    # time limit of its budget + kill grace + an evaluation + start-up (900+5+300+300 s) and of
+    # the final grade, export and summary after it (300+900+900 s)
+    cells = [finished[i] for i, (rule, _) in submitted.items() if rule == "run_cell"]
+    assert all("cpu=2,mem=6000M" in job["Tres"] for job in cells), cells
+    assert all(job["TimeLimit"] == "61" for job in cells), cells
 
 
 def test_slurm_outputs_equal_a_local_run(slurm_grid, local_grid):
@@ -188,16 +191,18 @@ def test_slurm_outputs_equal_a_local_run(slurm_grid, local_grid):
 
 
 def test_cancelled_agent_job_is_rerun_to_a_consistent_run(slurm_grid, local_grid, slurm):
-    """Cancel a run_agent job while its agent trains (as a pre-emption or a lost node would):
+    """Cancel a cell's job while its agent trains (as a pre-emption or a lost node would):
     Snakemake's retry (profiles/slurm: retries) runs the cell again from the start, and its
-    run directory is complete and consistent, with the local run's scores."""
+    run directory is complete and consistent, with the local run's scores. (The finished run
+    the first test left is deleted first: a cell's job keeps a finished run.)"""
     cell = "gsm8k_arith/sft/none/seed0"
     run_root = slurm_grid / "results" / "runs" / cell
+    (run_root / "run.json").unlink()
     env = tool_env(slurm_grid) | slurm
     before = set(slurm_jobs_of(slurm_grid))
     command = [sys.executable, "-m", "snakemake", "--profile", "profiles/slurm", *SLURM_FLAGS,
                "--config", "grid=ci", overrides("cluster=localhost"),
-               "--forcerun", f"results/runs/{cell}/run.json",
+               "--forcerun", f"results/runs/{cell}/summary.json",
                "--", f"results/runs/{cell}/summary.json"]
     started = time.time()
     with subprocess.Popen(command, cwd=slurm_grid, env=env, stdout=subprocess.PIPE,
@@ -210,7 +215,7 @@ def test_cancelled_agent_job_is_rerun_to_a_consistent_run(slurm_grid, local_grid
     finished = jobcomp(slurm["SLURM_CONF"], slurm_grid)
     assert finished[cancelled]["JobState"] == "CANCELLED"
     agents = [i for i, (rule, wc) in slurm_jobs_of(slurm_grid).items()
-              if rule == "run_agent" and i not in before]
+              if rule == "run_cell" and i not in before]
     assert len(agents) == 2 and finished[max(agents, key=int)]["JobState"] == "COMPLETED"
 
     # one run, from one start: the cancelled attempt left nothing behind
@@ -227,17 +232,17 @@ def test_cancelled_agent_job_is_rerun_to_a_consistent_run(slurm_grid, local_grid
 
 def cancel_when_training(root: Path, before: set[str], run_root: Path, env,
                          started: float) -> str:
-    """Wait until the cell's new run_agent job runs and its agent (in the run directory the
+    """Wait until the cell's new run_cell job runs and its agent (in the run directory the
     job made afresh, after ``started``) has started training, then cancel the job; returns its
     Slurm job id."""
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         agents = [i for i, (rule, _) in slurm_jobs_of(root).items()
-                  if rule == "run_agent" and i not in before]
+                  if rule == "run_cell" and i not in before]
         log = run_root / "agent.log"
         fresh = log.is_file() and log.stat().st_mtime > started
         if agents and fresh and "round 1" in log.read_text(errors="replace"):
             subprocess.run(["scancel", agents[0]], env=env, check=True)
             return agents[0]
         time.sleep(1)
-    pytest.fail("the run_agent job never started training")
+    pytest.fail("the cell's job never started training")

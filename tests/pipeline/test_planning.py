@@ -18,19 +18,19 @@ from a2rl.config.compose import compose, grid_cells, grid_overrides
 pytestmark = pytest.mark.integration
 
 CELLS = (100, 1000, 5000)  # about: a whole number of seeds of the ci grid
-RUN_AGENT_COUNT = re.compile(r"^run_agent\s+(\d+)$", re.MULTILINE)
+CELL_COUNT = re.compile(r"^run_cell\s+(\d+)$", re.MULTILINE)
 
 
 def plan(seeds: int, workdir) -> tuple[float, int]:
     """CPU seconds of ``snakemake -n`` on the ci grid with ``seeds`` seeds, and the number of
-    run_agent jobs it planned."""
+    cells (run_cell jobs) it planned."""
     seeds = ",".join(map(str, range(seeds)))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     result = snakemake("-n", "--quiet", "rules", "--config", "grid=ci",
                        f"overrides=grid.seeds=[{seeds}]", workdir=workdir, timeout=1200)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     assert result.returncode == 0, result.stderr[-3000:]
-    planned = int(RUN_AGENT_COUNT.search(result.stdout + result.stderr)[1])
+    planned = int(CELL_COUNT.search(result.stdout + result.stderr)[1])
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return cpu, planned
 

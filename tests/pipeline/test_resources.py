@@ -3,6 +3,7 @@ the workflow plans with them."""
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 
@@ -37,8 +38,10 @@ def test_uncounted_evaluations_lengthen_the_agent_job():
 def test_grading_jobs_get_the_tasks_resources_per_split():
     cfg = compose(["grid=ci"])
     assert rule_resources("final_grade", cfg)["runtime"] == (300 + 600) / 60
-    # finish_run: the final grade, then the export (900 s) and the summary (900 s), in one job
-    assert rule_resources("finish_run", cfg)["runtime"] == (300 + 900 + 900 + 600) / 60
+    # run_cell: the agent's run (120 s budget, 5 s grace, 300 s in flight), the final grade,
+    # then the export (900 s) and the summary (900 s), in one job
+    assert rule_resources("run_cell", cfg)["runtime"] == \
+        math.ceil((120 + 5 + 300 + 300 + 900 + 900 + 600) / 60)
     assert rule_resources("measure_baseline", cfg)["cpus_per_task"] == 1
     validation = compose(["grid=ci", "task.feedback=validation"])
     assert rule_resources("measure_baseline", validation)["runtime"] == (2 * 300 + 600) / 60
@@ -54,12 +57,14 @@ def test_the_paper_grid_asks_for_gpus_and_twelve_hours(task, agent):
     assert job["gpu"] == 1 and job["runtime"] * 60 > 43200
     assert rule_resources("measure_baseline", cfg)["gpu"] == 1
     assert rule_resources("final_grade", cfg)["runtime"] == (3600 + 600) / 60
-    # finish_run grades on the task's GPU and CPUs with at least the small stages' memory
-    finish = rule_resources("finish_run", cfg)
+    # run_cell: what the largest of its stages needs (the agent's node share, larger than the
+    # task's grading resources), for the agent's time plus the final grade, export and summary
+    cell = rule_resources("run_cell", cfg)
     grading = rule_resources("final_grade", cfg)
-    assert (finish["gpu"], finish["cpus_per_task"]) == (1, grading["cpus_per_task"])
-    assert finish["mem_mb"] == max(grading["mem_mb"], 4000)
-    assert finish["runtime"] == (3600 + 900 + 900 + 600) / 60
+    assert cell["gpu"] == 1
+    assert cell["cpus_per_task"] == max(job["cpus_per_task"], grading["cpus_per_task"])
+    assert cell["mem_mb"] == max(job["mem_mb"], grading["mem_mb"], 4000)
+    assert cell["runtime"] == job["runtime"] + (3600 + 900 + 900) / 60
     assert rule_resources("build_report", cfg) == {
         "cpus_per_task": 1, "mem_mb": 4000, "runtime": (900 + 600) / 60, "gpu": 0,
         "gpu_manufacturer": "nvidia"}
@@ -72,7 +77,7 @@ def test_partitions_and_sbatch_flags_come_from_the_cluster_group():
             "cluster.slurm_extra='--qos=normal'"]
     cfg = compose(site)
     assert rule_resources("run_agent", cfg)["slurm_partition"] == "gpu"
-    assert rule_resources("finish_run", cfg)["slurm_partition"] == "gpu"
+    assert rule_resources("run_cell", cfg)["slurm_partition"] == "gpu"
     assert rule_resources("build_report", cfg)["slurm_partition"] == "cpu"
     assert rule_resources("build_report", cfg)["slurm_extra"] == "--qos=normal"
     assert "slurm_partition" not in rule_resources("run_agent", compose(["grid=paper"]))
@@ -112,14 +117,15 @@ def test_agent_resources_in_a_grid_task_file_are_refused(tmp_path, monkeypatch):
 
 
 def test_planned_jobs_carry_the_derived_resources(tmp_path):
-    """What Snakemake plans for the ci grid on the localhost cluster: every run_agent job with
-    the agent's CPUs, memory, time limit and partition."""
+    """What Snakemake plans for the ci grid on the localhost cluster: every cell's job with
+    the agent's CPUs and memory (larger than the task's grading ones), the time of its run and
+    of the stages after it, and the partition."""
     result = snakemake("-n", "-p", "--config", "grid=ci", 'overrides=["cluster=localhost"]',
                        workdir=tmp_path)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
-    agent_jobs = re.findall(r"rule run_agent:\n(?:.*\n)*?\s+resources: (.*)", output)
+    agent_jobs = re.findall(r"rule run_cell:\n(?:.*\n)*?\s+resources: (.*)", output)
     assert len(agent_jobs) == len(grid_cells(compose(grid_overrides("ci"))))
     for resources in agent_jobs:
-        for item in ("cpus_per_task=2", "mem_mb=6000", "runtime=13", "slurm_partition=a2rl"):
+        for item in ("cpus_per_task=2", "mem_mb=6000", "runtime=48", "slurm_partition=a2rl"):
             assert item in resources.split(", "), resources

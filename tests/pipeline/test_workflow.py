@@ -7,8 +7,10 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from a2rl.common.layout import Layout
@@ -16,9 +18,9 @@ from a2rl.config.compose import compose, grid_cells, grid_overrides
 from checkout import REPO, child_env
 
 PLANNED_OUTPUTS = re.compile(r"^ +output: (.*)$", re.MULTILINE)
-RUN_AGENT_JOB = re.compile(
-    r"^rule run_agent:\n(?:^ +.*\n)*?^ +output: results/runs/(?P<task>[^/\s]+)/(?P<agent>[^/\s]+)"
-    r"/(?P<driver>[^/\s]+)/seed(?P<seed>\d+)/run\.json", re.MULTILINE)
+CELL_JOB = re.compile(
+    r"^rule run_cell:\n(?:^ +.*\n)*?^ +output: results/runs/(?P<task>[^/\s]+)/(?P<agent>[^/\s]+)"
+    r"/(?P<driver>[^/\s]+)/seed(?P<seed>\d+)/final\.json", re.MULTILINE)
 
 
 def snakemake(*args: str, workdir: Path, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -33,14 +35,15 @@ def cell_key(cell: dict) -> tuple:
 
 
 def planned_cells(output: str) -> list[dict]:
-    return [{**m.groupdict(), "seed": int(m["seed"])} for m in RUN_AGENT_JOB.finditer(output)]
+    return [{**m.groupdict(), "seed": int(m["seed"])} for m in CELL_JOB.finditer(output)]
 
 
 def cell_outputs(cell: dict) -> set[str]:
-    """What the workflow leaves for one cell, relative to its working directory."""
+    """What the workflow declares for one cell, relative to its working directory (run.json
+    too is written, but not declared: a2rl.pipeline.cell)."""
     layout = Layout(results=Path("results"), resources=Path("resources"))
     run = layout.run(**cell)
-    paths = (run.run_json, run.final, run.summary_json, run.summary_md, run.integrity,
+    paths = (run.final, run.summary_json, run.summary_md, run.integrity,
              layout.selected_model(**cell))
     return {str(path) for path in paths}
 
@@ -53,11 +56,12 @@ def test_dry_run_plans_every_cell(grid, tmp_path):
     expected = grid_cells(compose(grid_overrides(grid)))
     planned = planned_cells(output)
     assert sorted(map(cell_key, planned)) == sorted(map(cell_key, expected))
-    # every cell's outputs are planned, in two jobs per cell (run_agent and finish_run)
+    # every cell's outputs are planned, in one job per cell (run_cell)
     outputs = {path for line in PLANNED_OUTPUTS.findall(output) for path in line.split(", ")}
     for cell in expected:
         assert cell_outputs(cell) <= outputs, cell
-    assert output.count("rule finish_run:") == len(expected)
+    assert output.count("rule run_cell:") == len(expected)
+    assert "run.json" not in " ".join(outputs)  # kept when the job fails (a2rl.pipeline.cell)
     assert "rule build_leaderboard:" in output
     assert not (tmp_path / "results").exists()  # planning writes nothing
     if grid == "paper":  # configured-but-unimplemented tasks are planned like the others
@@ -103,14 +107,16 @@ def test_unimplemented_task_fails_when_run(tmp_path):
 @pytest.mark.integration
 def test_only_infra_failures_are_retried(tmp_path):
     """A run whose harness fails (here: an LLM agent without a driver, a missing key) is run
-    again infra_retries times; the last attempt's infra_failed run.json is kept as the job's
-    output. (The noop agent made an LLM agent by overrides; prepare and baseline run for real
-    on the tiny model.)"""
+    again infra_retries times; the last attempt keeps its infra_failed run.json and finishes
+    the cell with it. (The noop agent made an LLM agent by overrides; prepare and baseline run
+    for real on the tiny model.)"""
     cell = "results/runs/gsm8k_arith/noop/none/seed0/run.json"
     overrides = ('["agent.kind=llm","agent.network=llm","+agent.stack=codex",'
                  '"+agent.version=0.0.0","agent.command=[]"]')
+    # the cell's job runs the stages after the run too (final grade, export, summary)
     result = snakemake("--cores", "1", "--config", "grid=ci", "infra_retries=1",
-                       f"overrides={overrides}", "--", cell, workdir=tmp_path)
+                       f"overrides={overrides}", "--", cell.replace("run.json", "summary.json"),
+                       workdir=tmp_path, timeout=900)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     record = json.loads((tmp_path / cell).read_text())
@@ -119,3 +125,52 @@ def test_only_infra_failures_are_retried(tmp_path):
     assert output.count("Trying to restart job") == 1, output[-4000:]
     log = (tmp_path / "results/logs/run_agent/gsm8k_arith/noop/none/seed0.log").read_text()
     assert log.count("InfraFailed") >= 1
+
+
+@pytest.mark.integration
+def test_a_failed_finish_keeps_the_finished_agent_run(tmp_path):
+    """The cell's job dies after its agent's run finished (killed as soon as run.json is
+    written, as a lost node or a crash in the final grade would end it): Snakemake deletes the
+    job's declared outputs and retries it, and the retry keeps the run (one agent start, the
+    same run.json) and only runs the stages after it."""
+    run = tmp_path / "results/runs/gsm8k_arith/noop/none/seed0"
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
+               "--directory", str(tmp_path), "--cores", "1", "--config", "grid=ci",
+               "infra_retries=1", "--", str((run / "summary.json").relative_to(tmp_path))]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env=child_env()) as job:
+        first = wait_for(run / "run.json", job, timeout=900)
+        killed = kill_cell_job(job.pid)
+        output, _ = job.communicate(timeout=900)
+    assert killed, "no run_cell process to kill"
+    assert job.returncode == 0, output[-4000:]
+    assert output.count("Trying to restart job") == 1, output[-4000:]
+    assert "kept the finished agent run" in output, output[-4000:]
+    assert (run / "run.json").read_text() == first
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    assert [e["kind"] for e in events].count("agent_start") == 1
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["final_score"] == json.loads((run / "final.json").read_text())["test_score"]
+
+
+def wait_for(path: Path, job: subprocess.Popen, timeout: float) -> str:
+    """The text of ``path`` once it exists (polled fast: the job goes on to its final grade)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists():
+            return path.read_text()
+        assert job.poll() is None, job.stdout.read()[-4000:]
+        time.sleep(0.02)
+    pytest.fail(f"{path} never appeared")
+
+
+def kill_cell_job(snakemake_pid: int) -> bool:
+    """SIGKILL the run_cell script process Snakemake started; False when there is none."""
+    for child in psutil.Process(snakemake_pid).children(recursive=True):
+        try:
+            if any("run_cell" in part for part in child.cmdline()):
+                child.kill()
+                return True
+        except psutil.NoSuchProcess:
+            continue
+    return False

@@ -30,6 +30,7 @@ os.environ.setdefault("A2RL_CONF", str(Path(workflow.basedir) / "conf"))
 
 from a2rl.config.compose import (
     cell_overrides,
+    composing,
     grid_cells,
     grid_overrides,
     task_overrides,
@@ -58,7 +59,37 @@ GRID = str(config.get("grid", "smoke"))
 # how many times a run the harness failed (run.json status infra_failed) is run again
 INFRA_RETRIES = int(config.get("infra_retries", 2))
 GRID_OVERRIDES = grid_overrides(GRID, as_override_list(config.get("overrides")))
-GRID_CFG = checked(GRID_OVERRIDES)
+
+
+def compose_options(axes):
+    """Every option of every axis composed and checked once, options of different axes sharing
+    a composition (the i-th task with the i-th agent and the i-th driver): a Hydra composition
+    is the bulk of planning time, and this takes the longest axis's count of them instead of the
+    sum. Sharing is sound because a task's, an agent's and a driver's options each configure
+    only their own key. Returns {axis: {option: RunConfig}}."""
+    names = {axis: list(dict.fromkeys(options)) for axis, options in axes.items()}
+    composed = {axis: {} for axis in axes}
+    for i in range(max(map(len, names.values()))):
+        choice = {axis: options[i] for axis, options in names.items() if i < len(options)}
+        cfg = checked([*GRID_OVERRIDES, *(f"{axis}={name}" for axis, name in choice.items())])
+        for axis, name in choice.items():
+            composed[axis][name] = cfg
+    return composed
+
+
+# the grid's config; each task's (model, data, budget, grading resources) and each agent's
+# (the resources of run_cell's jobs); each driver is composed too, so that a missing option
+# fails here. Compositions (those not cached) share one Hydra initialisation.
+with composing():
+    GRID_CFG = checked(GRID_OVERRIDES)
+    check_agent_sizing(GRID, GRID_CFG.grid.tasks)
+    _OPTIONS = compose_options(
+        {
+            "task": GRID_CFG.grid.tasks,
+            "agent": GRID_CFG.grid.agents,
+            "driver": GRID_CFG.grid.drivers,
+        }
+    )
 CELLS = grid_cells(GRID_CFG)
 
 # the rules' paths, relative to the working directory (the jobs' outputs read the same in the
@@ -78,29 +109,6 @@ CELL_PATH = cell_path(*CELL)
 PREPARED = PATHS.prepared("{task}")
 BASELINE = PATHS.baseline("{task}")
 
-
-def compose_options(axes):
-    """Every option of every axis composed and checked once, options of different axes sharing
-    a composition (the i-th task with the i-th agent and the i-th driver): a Hydra composition
-    is the bulk of planning time, and this takes the longest axis's count of them instead of the
-    sum. Sharing is sound because a task's, an agent's and a driver's options each configure
-    only their own key. Returns {axis: {option: RunConfig}}."""
-    names = {axis: list(dict.fromkeys(options)) for axis, options in axes.items()}
-    composed = {axis: {} for axis in axes}
-    for i in range(max(map(len, names.values()))):
-        choice = {axis: options[i] for axis, options in names.items() if i < len(options)}
-        cfg = checked([*GRID_OVERRIDES, *(f"{axis}={name}" for axis, name in choice.items())])
-        for axis, name in choice.items():
-            composed[axis][name] = cfg
-    return composed
-
-
-# each task's config (model, data, budget, grading resources) and each agent's (the resources
-# of run_agent's jobs); each driver is composed too, so that a missing option fails here
-check_agent_sizing(GRID, GRID_CFG.grid.tasks)
-_OPTIONS = compose_options(
-    {"task": GRID_CFG.grid.tasks, "agent": GRID_CFG.grid.agents, "driver": GRID_CFG.grid.drivers}
-)
 TASK_CFG = _OPTIONS["task"]
 AGENT_CFG = _OPTIONS["agent"]
 
@@ -156,7 +164,7 @@ def model_of_task(wildcards):
 
 
 # summary.json of every cell of the grid (the leaderboard's and the report's input); the job
-# that writes one also exports the cell's selected model (finish_run)
+# that writes one runs the whole cell (run_cell)
 RUN_SUMMARIES = [str(PATHS.run(**cell).summary_json) for cell in CELLS]
 
 
@@ -165,14 +173,14 @@ RUN_SUMMARIES = [str(PATHS.run(**cell).summary_json) for cell in CELLS]
 
 def job_kind(rule_name, wildcards):
     """What a job's resources depend on: its task (none for per-grid and per-model rules) and,
-    for run_agent, its agent."""
+    for run_cell, its agent."""
     task = wildcards.get("task")
-    return task, wildcards.get("agent") if rule_name == "run_agent" else None
+    return task, wildcards.get("agent") if rule_name == "run_cell" else None
 
 
 def job_kinds(rule_name):
     """Every job_kind the grid has for ``rule_name``."""
-    if rule_name == "run_agent":
+    if rule_name == "run_cell":
         return {(cell["task"], cell["agent"]) for cell in CELLS}
     if rule_name in ("prepare_model", "build_leaderboard", "build_report"):
         return {(None, None)}
@@ -182,11 +190,11 @@ def job_kinds(rule_name):
 @functools.cache
 def resources_of_job(rule_name, task, agent):
     """The resources of a job of ``rule_name`` on ``task`` with ``agent`` (see job_kind): from
-    the task's config (the grid's for per-grid rules), with the agent's resources for run_agent.
+    the task's config (the grid's for per-grid rules), with the agent's resources for run_cell.
     Agents and tasks are composed once each, not once per cell, so a grid_task file sizes
     tasks and budgets, never agents' resources (check_agent_sizing)."""
     cfg = TASK_CFG[task] if task else GRID_CFG
-    if rule_name == "run_agent":
+    if rule_name == "run_cell":
         cfg = replace(cfg, agent=AGENT_CFG[agent].agent)
     return rule_resources(rule_name, cfg)
 
@@ -210,9 +218,10 @@ def resources_of(rule_name):
     return {key: value(key) for key in resource_keys(GRID_CFG.cluster)}
 
 
-def run_agent_threads(wildcards):
-    """Run here, an agent takes every core Snakemake was given, so no other job competes with
-    its clock; on a cluster its job gets the agent's CPUs and the scheduler keeps others off."""
+def cell_threads(wildcards):
+    """Run here, a cell's job takes every core Snakemake was given, so no other job competes
+    with its agent's clock; on a cluster it gets its CPUs (the largest of its stages') and the
+    scheduler keeps others off."""
     if workflow.local_exec:
         return workflow.cores
-    return resources_of_job("run_agent", *job_kind("run_agent", wildcards))["cpus_per_task"]
+    return resources_of_job("run_cell", *job_kind("run_cell", wildcards))["cpus_per_task"]

