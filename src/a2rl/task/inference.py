@@ -186,7 +186,7 @@ class HFGenerator:
         with self._clock.timing():
             out = self.model(input_ids=ids, use_cache=True)
         self.stats.prefix_computed_tokens += len(prefix)
-        return out.past_key_values
+        return out.cache
 
     def _generate_batch(self, rows: list[list[int]], prefix: tuple[int, ...],
                         gen_cfg) -> list[list[int]]:
@@ -205,7 +205,7 @@ class HFGenerator:
         if cut:
             past = copy.deepcopy(self.prefixes.get(prefix))
             past.batch_repeat_interleave(len(rows))
-            kwargs["past_key_values"] = past
+            kwargs["cache"] = past
         self.stats.batches += 1
         self.stats.prompts += len(rows)
         self.stats.prompt_tokens += sum(len(r) for r in rows)
