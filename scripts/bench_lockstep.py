@@ -74,6 +74,7 @@ def main(argv: list[str] | None = None) -> dict:
     def timed(gen, lockstep: bool, **settings):
         """Play every game with ``gen`` set to ``settings`` (fresh counters and prefix cache)."""
         gen.cfg = dataclasses.replace(cfg, **settings)
+        gen.generate(["warm-up"], max_new_tokens=2)  # first-call costs out of the timing
         gen.reset()
         load = os.getloadavg()[0]
         started = time.perf_counter()
