@@ -89,6 +89,8 @@ def main(argv: list[str] | None = None) -> dict:
     def actions(episodes):
         return [(e.won, [s["action"] for s in e.steps]) for e in episodes]
 
+    # warm-up: the game engine loads on its first game, outside the timing
+    play(games[:1], HouseholdEnv, GeneratorPolicy(generator, 2), 1, PROMPT)
     phases = {}
     new_eps, phases["lockstep_new"] = timed(generator, True)
     old_eps, phases["lockstep_old"] = timed(generator, True, **old)

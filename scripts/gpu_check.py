@@ -66,6 +66,7 @@ def check_rollouts(gen, games: list[str], max_steps: int, max_new_tokens: int) -
     from a2rl.task.envs import GeneratorPolicy, play
 
     policy = GeneratorPolicy(gen, max_new_tokens)
+    play(games[:1], HouseholdEnv, policy, 1, PROMPT, True)  # warm-up: the game engine loads
     lock, lock_s = timed(lambda: play(games, HouseholdEnv, policy, max_steps, PROMPT, True))
     seq, seq_s = timed(lambda: play(games, HouseholdEnv, policy, max_steps, PROMPT, False))
 
