@@ -80,7 +80,9 @@ def main(argv: list[str] | None = None) -> dict:
         started = time.perf_counter()
         episodes = play(games, HouseholdEnv, GeneratorPolicy(gen, a.max_new_tokens), a.max_steps,
                         PROMPT, lockstep=lockstep)
-        return episodes, {"seconds": round(time.perf_counter() - started, 2),
+        seconds = round(time.perf_counter() - started, 2)
+        print(f"phase done: {seconds} s, {gen.stats.as_dict()}", file=sys.stderr, flush=True)
+        return episodes, {"seconds": seconds,
                           "success": success_rate(episodes),
                           "steps": sum(e.n_steps for e in episodes),
                           "load_before": round(load, 2), "load_after": round(os.getloadavg()[0], 2),
