@@ -43,6 +43,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--skip-sequential", action="store_true")
     ap.add_argument("--bf16", action="store_true", help="also run the new path in bf16")
+    ap.add_argument("--pad-budget", type=float, default=None,
+                    help="the new path's pad_budget (default: InferenceConfig's)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
 
@@ -67,6 +69,8 @@ def main(argv: list[str] | None = None) -> dict:
         model = build_tiny_model(Path(tempfile.mkdtemp()) / "tiny")
     cfg = InferenceConfig(backend="hf", batch_size=max(1, len(games)),
                           max_new_tokens=a.max_new_tokens, torch_threads=a.threads)
+    if a.pad_budget is not None:
+        cfg = dataclasses.replace(cfg, pad_budget=a.pad_budget)
     generator = load_generator(model, cfg)
     os.environ.setdefault("TQDM_DISABLE", "1")
     old = {"pad_budget": 1.0, "prefix_cache": False}
