@@ -6,8 +6,9 @@
 
 All phases use one model through ``a2rl.task.inference`` (HF on CPU), greedy, the household
 prompt and ``a2rl.task.envs.play``, on the same games, in one run:
-- ``lockstep_new``: one batched generation per step for all unfinished episodes, length-bucketed
-  batches (``pad_budget`` 0.1) starting from the cached KV of the shared prompt prefix;
+- ``lockstep_new``: one batched generation per step for all unfinished episodes, starting from
+  the cached KV of the shared prompt prefix, grouped by ``--pad-budget`` (default: the
+  config's, fixed chunks; 0.1 gives length buckets with at most 10 % padding);
 - ``lockstep_old``: the same with today's grouping (fixed chunks, padded to the longest, no
   prefix cache: ``pad_budget=1, prefix_cache=False``);
 - ``sequential``: each episode alone (batch of one), today's path;
@@ -69,6 +70,7 @@ def main(argv: list[str] | None = None) -> dict:
         model = build_tiny_model(Path(tempfile.mkdtemp()) / "tiny")
     cfg = InferenceConfig(backend="hf", batch_size=max(1, len(games)),
                           max_new_tokens=a.max_new_tokens, torch_threads=a.threads)
+    cfg = dataclasses.replace(cfg, prefix_cache=True)  # the new path
     if a.pad_budget is not None:
         cfg = dataclasses.replace(cfg, pad_budget=a.pad_budget)
     generator = load_generator(model, cfg)

@@ -25,7 +25,7 @@ SYSTEM = ("You are playing a text game in a house. Reply with one command such a
 
 @pytest.fixture(scope="module")
 def generator(tiny_model):
-    return load_generator(tiny_model, InferenceConfig(backend="hf", batch_size=4,
+    return load_generator(tiny_model, InferenceConfig(backend="hf", batch_size=4, pad_budget=0.1,
                                                       max_new_tokens=20, torch_threads=1))
 
 
@@ -67,7 +67,8 @@ def test_batched_equals_single_when_rows_stop_early(tiny_model):
 def test_shared_prefix_greedy_equals_one_at_a_time(tiny_model):
     """The prefix path (cached KV of the shared instructions, copied per batch) gives the texts
     that plain one-at-a-time generation gives, and keeps its cached prefix unchanged."""
-    cfg = InferenceConfig(backend="hf", batch_size=4, max_new_tokens=16, torch_threads=1)
+    cfg = InferenceConfig(backend="hf", batch_size=4, max_new_tokens=16, torch_threads=1,
+                          pad_budget=0.1, prefix_cache=True)
     gen = load_generator(tiny_model, cfg)
     prompts = [format_chat(gen.tokenizer, u, system=SYSTEM) for u in USER_TURNS]
     batched = gen.generate(prompts)
