@@ -120,3 +120,15 @@ def test_bench_planning_times_the_ci_plan_against_a_commit(tmp_path):
     report = json.loads(out.read_text())
     assert [(p["variant"], p["cache"]) for p in report["plans"]] == [
         ("before", "cold"), ("after", "cold"), ("before", "cached"), ("after", "cached")]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
+def test_gpu_check_without_gpu_says_so_and_fails(tmp_path, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    check = load_script(REPO / "scripts" / "gpu_check.py")
+    assert check.main(["--out", str(tmp_path / "g.json")]) == check.NO_GPU
+    assert "no CUDA GPU" in capsys.readouterr().err
+    assert not (tmp_path / "g.json").exists()

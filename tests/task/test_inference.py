@@ -18,11 +18,14 @@ USER_TURNS = [
     "A farmer sells 12 eggs every morning and 7 every evening. " * 4,
     "12 * 7 =",
 ]
+# A long instructions prefix all prompts share, as an environment's prompt has.
+SYSTEM = ("You are playing a text game in a house. Reply with one command such as 'go to "
+          "kitchen', 'take apple', 'open fridge' or 'look'. Think briefly first. " * 2)
 
 
 @pytest.fixture(scope="module")
 def generator(tiny_model):
-    return load_generator(tiny_model, InferenceConfig(backend="hf", batch_size=4,
+    return load_generator(tiny_model, InferenceConfig(backend="hf", batch_size=4, pad_budget=0.1,
                                                       max_new_tokens=20, torch_threads=1))
 
 
@@ -59,6 +62,41 @@ def test_batched_equals_single_when_rows_stop_early(tiny_model):
     single = [gen.generate([p])[0] for p in prompts]
     assert batched == single
     assert any(len(b) < len(f) for b, f in zip(batched, full))
+
+
+def test_shared_prefix_greedy_equals_one_at_a_time(tiny_model):
+    """The prefix path (cached KV of the shared instructions, copied per batch) gives the texts
+    that plain one-at-a-time generation gives, and keeps its cached prefix unchanged."""
+    cfg = InferenceConfig(backend="hf", batch_size=4, max_new_tokens=16, torch_threads=1,
+                          pad_budget=0.1, prefix_cache=True)
+    gen = load_generator(tiny_model, cfg)
+    prompts = [format_chat(gen.tokenizer, u, system=SYSTEM) for u in USER_TURNS]
+    batched = gen.generate(prompts)
+    assert gen.stats.prefix_reused_tokens >= 30 * len(prompts), gen.stats
+    assert gen.stats.padded_share <= 0.5
+    (prefix,) = list(gen.prefixes._entries)
+    assert gen.prefixes.get(prefix).get_seq_length() == len(prefix)
+    alone = [gen.generate([p])[0] for p in prompts]  # each from the cached prefix
+    assert gen.stats.prefix_reused_tokens >= 2 * 30 * len(prompts)
+    assert gen.prefixes.get(prefix).get_seq_length() == len(prefix)
+    plain = load_generator(tiny_model, InferenceConfig(
+        backend="hf", batch_size=1, max_new_tokens=16, torch_threads=1, prefix_cache=False))
+    single = [plain.generate([p])[0] for p in prompts]
+    assert plain.stats.prefix_reused_tokens == 0
+    assert batched == single and alone == single
+    assert len(set(single)) > 1
+
+
+def test_old_grouping_gives_the_same_texts(generator, tiny_model):
+    """Fixed chunks without a prefix cache (the grouping before length buckets) agree with the
+    bucketed path and pad more."""
+    old = load_generator(tiny_model, InferenceConfig(backend="hf", batch_size=4,
+                                                     max_new_tokens=20, torch_threads=1,
+                                                     pad_budget=1.0, prefix_cache=False))
+    prompts = _prompts(generator.tokenizer)
+    before = generator.stats.padded_tokens
+    assert generator.generate(prompts) == old.generate(prompts)
+    assert old.stats.padded_tokens > generator.stats.padded_tokens - before
 
 
 def test_order_and_max_new_tokens(generator):

@@ -56,6 +56,17 @@ class InferenceConfig:
         "help": "Sampling temperature; 0 is greedy."})
     torch_threads: int = field(default=0, metadata={
         "help": "torch CPU threads while scoring; 0 leaves torch's default."})
+    pad_budget: float = field(default=1.0, metadata={
+        "help": "HF backend: a batch takes the next-longest prompt only while left-padding stays "
+                "within this share of its tokens; 1 (the default) = fixed chunks of batch_size: "
+                "on a CPU a batch's decoding costs nearly as much for 5 rows as for 30, so "
+                "splitting a lockstep step into buckets cost more than the padding it saved "
+                "(docs/benchmarks.md)."})
+    prefix_cache: bool = field(default=False, metadata={
+        "help": "HF backend: run the token prefix a call's prompts share once and start every "
+                "batch from a copy of its KV cache (kept across calls); greedy outputs stay "
+                "those of one-at-a-time generation. Off by default: measured, decoding from the "
+                "copied cache was 4.6x slower on a CPU (docs/benchmarks.md)."})
     precision: str = field(default="fp32", metadata={
         "help": "Weights and activations while scoring (a2rl.common.hardware): fp32 (the "
                 "default, so that a score does not depend on which CPU graded it: bf16 greedy "
@@ -68,6 +79,8 @@ class InferenceConfig:
         require(self.backend in BACKENDS,
                 f"inference.backend={self.backend!r}; expected one of {BACKENDS}")
         require(self.batch_size >= 1, f"inference.batch_size={self.batch_size}; expected >= 1")
+        require(0 <= self.pad_budget <= 1,
+                f"inference.pad_budget={self.pad_budget}; expected between 0 and 1")
         require(self.max_new_tokens >= 1,
                 f"inference.max_new_tokens={self.max_new_tokens}; expected >= 1")
         require(self.temperature >= 0, f"inference.temperature={self.temperature}; expected >= 0")

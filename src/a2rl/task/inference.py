@@ -10,14 +10,18 @@ sequence tokens, so they differ only in numerics.
 
 from __future__ import annotations
 
+import copy
 import gc
 import importlib.util
 import sys
+import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
 from a2rl.common.hardware import resolve_precision, torch_dtype
 from a2rl.config.types import InferenceConfig
+from a2rl.task import batching
 
 # vLLM shares the GPU with the agent's own training: take a bounded slice, not vLLM's default 90%.
 VLLM_GPU_MEMORY_UTILIZATION = 0.35
@@ -92,8 +96,12 @@ def _eos_ids(tokenizer, generation_config) -> list[int]:
 
 
 class HFGenerator:
-    """Batched HF transformers generation: prompts sorted by length, left-padded, with attention
-    mask and position ids from the mask, so batched greedy output equals one-at-a-time output."""
+    """Batched HF transformers generation, so that batched greedy output equals one-at-a-time
+    output: prompts sorted by length and grouped so that left-padding stays within
+    ``cfg.pad_budget``; the token prefix all prompts of a call share is run through the model
+    once and its KV cache kept (``cfg.prefix_cache``) and copied into each batch, laid out as
+    [prefix][pads][rest] with the pads masked and position ids from the mask. ``stats`` counts
+    prompt, padded and generated tokens and the seconds of the prompt pass and the decoding."""
 
     def __init__(self, model_dir: Path, cfg: InferenceConfig):
         import torch
@@ -117,6 +125,8 @@ class HFGenerator:
         self.model.generation_config = GenerationConfig(
             eos_token_id=self.eos_ids or None, pad_token_id=self.tokenizer.pad_token_id,
             bos_token_id=self.model.generation_config.bos_token_id)
+        self._clock = _ForwardClock(self.model, self.device)
+        self.reset()
 
     def _generation_config(self, max_new_tokens: int):
         from transformers import GenerationConfig
@@ -135,23 +145,83 @@ class HFGenerator:
 
         max_new_tokens = max_new_tokens or self.cfg.max_new_tokens
         encoded = [encode_prompt(self.tokenizer, p) for p in prompts]
-        order = sorted(range(len(prompts)), key=lambda i: -len(encoded[i]))
         gen_cfg = self._generation_config(max_new_tokens)
         results: list[str | None] = [None] * len(prompts)
-        bs = self.cfg.batch_size
         with tqdm(total=len(prompts), desc="generate", unit="prompt", file=sys.stderr,
                   disable=not prompts) as bar, torch.inference_mode():
-            for start in range(0, len(order), bs):
-                idx = order[start:start + bs]
-                batch = self.tokenizer.pad({"input_ids": [encoded[i] for i in idx]},
-                                           padding=True, return_tensors="pt")
-                batch = {k: v.to(self.device) for k, v in batch.items()}
-                out = self.model.generate(**batch, generation_config=gen_cfg)
-                new = out[:, batch["input_ids"].shape[1]:].tolist()
+            prefix = self._shared_prefix(encoded) if self.cfg.prefix_cache else ()
+            lengths = [len(e) - len(prefix) for e in encoded]
+            for idx in batching.buckets(lengths, self.cfg.batch_size, self.cfg.pad_budget):
+                new = self._generate_batch([encoded[i] for i in idx], prefix, gen_cfg)
                 for i, ids in zip(idx, new):
                     results[i] = self._decode(ids)
                 bar.update(len(idx))
         return [r if r is not None else "" for r in results]
+
+    def _shared_prefix(self, encoded: list[list[int]]) -> tuple[int, ...]:
+        """The token prefix whose cached KV this call's batches start from: the prefix all its
+        prompts share (at least one token of each left over to generate from), else the longest
+        cached prefix they all start with; computed and cached when new. One prompt alone
+        never makes a new entry: nothing says its prefix will come again."""
+        if not encoded:
+            return ()
+        shared = min(batching.common_prefix_len(encoded), min(len(e) for e in encoded) - 1)
+        if len(encoded) > 1 and shared >= batching.MIN_PREFIX_TOKENS:
+            prefix = tuple(encoded[0][:shared])
+            if self.prefixes.get(prefix) is None:
+                self.prefixes.put(prefix, self._prefix_kv(prefix))
+            return prefix
+        cached = self.prefixes.longest_match(encoded[0])
+        if cached and all(tuple(e[:len(cached)]) == cached and len(e) > len(cached)
+                          for e in encoded):
+            self.prefixes.get(cached)
+            return cached
+        return ()
+
+    def _prefix_kv(self, prefix: tuple[int, ...]):
+        """The KV cache of ``prefix`` alone (batch of one), from one forward pass."""
+        import torch
+
+        ids = torch.tensor([prefix], dtype=torch.long, device=self.device)
+        with self._clock.timing():
+            out = self.model(input_ids=ids, use_cache=True)
+        self.stats.prefix_computed_tokens += len(prefix)
+        return out.cache
+
+    def _generate_batch(self, rows: list[list[int]], prefix: tuple[int, ...],
+                        gen_cfg) -> list[list[int]]:
+        """Generated ids per row of one batch: [prefix][pads][rest] with the pads masked; the
+        prefix's KV is a copy of the cached one, repeated per row (the cached one stays as is).
+        """
+        import torch
+
+        cut = len(prefix)
+        rests = [r[cut:] for r in rows]
+        width = max(len(r) for r in rests)
+        pad = self.tokenizer.pad_token_id
+        ids = [list(prefix) + [pad] * (width - len(r)) + r for r in rests]
+        mask = [[1] * cut + [0] * (width - len(r)) + [1] * len(r) for r in rests]
+        kwargs = {}
+        if cut:
+            past = copy.deepcopy(self.prefixes.get(prefix))
+            past.batch_repeat_interleave(len(rows))
+            kwargs["cache"] = past
+        self.stats.batches += 1
+        self.stats.prompts += len(rows)
+        self.stats.prompt_tokens += sum(len(r) for r in rows)
+        self.stats.prefix_reused_tokens += cut * len(rows)
+        self.stats.padded_tokens += sum(width - len(r) for r in rests)
+        with self._clock.timing():
+            out = self.model.generate(
+                input_ids=torch.tensor(ids, dtype=torch.long, device=self.device),
+                attention_mask=torch.tensor(mask, dtype=torch.long, device=self.device),
+                generation_config=gen_cfg, **kwargs)
+        return out[:, cut + width:].tolist()
+
+    def reset(self) -> None:
+        """Zero the counters and drop the cached prefixes (between measurements)."""
+        self.stats = self._clock.stats = batching.GenerationStats()
+        self.prefixes = batching.PrefixCache()
 
     def _decode(self, ids: list[int]) -> str:
         """New text up to (not including) the first end-of-sequence token."""
@@ -159,6 +229,7 @@ class HFGenerator:
             if tok in self.eos_ids:
                 ids = ids[:pos]
                 break
+        self.stats.new_tokens += len(ids)
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
     def close(self) -> None:
@@ -166,9 +237,45 @@ class HFGenerator:
         import torch
 
         self.model = None
+        self.prefixes = batching.PrefixCache()
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+
+
+class _ForwardClock:
+    """Splits generation time into the prompt pass (a generate call's first forward, and a
+    prefix's own pass) and the decoding steps, with hooks on the model's forward."""
+
+    def __init__(self, model, device):
+        self.stats, self.device = batching.GenerationStats(), device
+        self._first = False
+        self._started = 0.0
+        model.register_forward_pre_hook(self._before)
+        model.register_forward_hook(self._after)
+
+    def _now(self) -> float:
+        if self.device.type == "cuda":
+            import torch
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def _before(self, module, args):
+        self._started = self._now()
+
+    def _after(self, module, args, output):
+        elapsed = self._now() - self._started
+        if self._first:
+            self.stats.prefill_s += elapsed
+            self._first = False
+        else:
+            self.stats.decode_s += elapsed
+
+    @contextmanager
+    def timing(self):
+        """Time the forward passes inside: the first is the prompt pass, the rest decoding."""
+        self._first = True
+        yield
 
 
 class VLLMGenerator:
@@ -185,7 +292,9 @@ class VLLMGenerator:
         self.precision = resolve_precision(cfg.precision, "cuda")
         self.llm = LLM(model=str(model_dir), tokenizer=str(model_dir), seed=0,
                        dtype={"bf16": "bfloat16", "fp32": "float32"}[self.precision],
-                       gpu_memory_utilization=VLLM_GPU_MEMORY_UTILIZATION, enforce_eager=True)
+                       gpu_memory_utilization=VLLM_GPU_MEMORY_UTILIZATION, enforce_eager=True,
+                       # the instructions every prompt of an evaluation starts with, once
+                       enable_prefix_caching=True)
         self.tokenizer = self.llm.get_tokenizer()
 
     def generate(self, prompts: list[str], max_new_tokens: int | None = None) -> list[str]:
