@@ -1,8 +1,9 @@
 """Compare two results/ trees of the same grid, cell by cell, field by field: what a refactor must
 not change. Times and durations are not compared; neither are identifiers that differ between two
-runs of the same code (git commits of the recorded code, ports, socket paths, artifact hashes and
-sizes: a saved checkpoint holds its training times). Run the grid with a fixed amount of training
-(e.g. the sft agent's rounds and steps) so that scores do not depend on the machine's speed.
+runs of the same code (git commits of the recorded code, ports, socket paths, process ids, artifact
+hashes and sizes: a saved checkpoint holds its training times). Run the grid with a fixed amount
+of training (e.g. the sft agent's rounds and steps) so that scores do not depend on the machine's
+speed.
 
     python scripts/compare_runs.py BEFORE/results AFTER/results
 Exit status 1 when a compared field differs."""
@@ -17,8 +18,8 @@ from pathlib import Path
 
 TIME_KEYS = {"time", "elapsed_s", "eval_seconds", "started", "ended", "agent_seconds", "wall_s",
              "seconds", "code_commit", "duration_s"}
-RUN_SPECIFIC = {"artifact_hash", "commit", "final_commit", "port", "socket", "artifact_bytes",
-                "bytes", "bytes_scanned", "budget_used"}
+RUN_SPECIFIC = {"artifact_hash", "commit", "final_commit", "port", "socket", "pid",
+                "artifact_bytes", "bytes", "bytes_scanned", "budget_used"}
 RESULTS_PREFIX = re.compile(r"^/\S*?/results/")
 RECORDS = ("ledger.jsonl", "final.json", "run.json", "summary.json")
 

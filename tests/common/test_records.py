@@ -33,7 +33,8 @@ REJECTED = {"submission_id": 4, "time": T0, "elapsed_s": 70.0, "model_path": ["o
 RUN = {"task": "gsm8k_arith", "agent": "noop", "driver": "none", "seed": 0, "started": T0,
        "ended": T0, "agent_seconds": 0.257, "exit_code": 0, "status": "completed",
        "time_limit_s": 480, "sandbox": "bwrap", "feedback": "test", "submissions": 1,
-       "hardware": {"cpu_cores": 2, "precision": {"agent": "bf16", "inference": "fp32"}}}
+       "hardware": {"cpu_cores": 2, "precision": {"agent": "bf16", "inference": "fp32"}},
+       "grader_restarts": 0}
 FINAL = {"task": "gsm8k_arith", "agent": "noop", "driver": "none", "seed": 0,
          "feedback": "test", "baseline": 0.0, "no_valid_submission": False, "rescored": False,
          "selected_submission": 1, "artifact_hash": "ab" * 32, "test_score": 8.5,

@@ -234,6 +234,15 @@ class Sandbox:
         """The environment for Popen: bwrap gets its own via --setenv, the host run gets env."""
         return {"PATH": "/usr/bin:/bin"} if self.kind == "bwrap" else dict(env)
 
+    def unstage(self) -> None:
+        """Remove the venvs' bin/ and pyvenv.cfg staged for the sandbox (``_prepare_host``)
+        once the agent is done: their links name paths that exist only inside the sandbox,
+        and a tool walking the run's folder afterwards (DVC, a copy) fails on dangling links."""
+        identity = self.workspace.parent / IDENTITY_DIR
+        names = [VIEW_FILES] * (self.python is not None) + [staged_name(v) for v in self.venvs]
+        for name in names:
+            shutil.rmtree(identity / name, ignore_errors=True)
+
     def _prepare_host(self) -> None:
         identity = self.workspace.parent / IDENTITY_DIR
         identity.mkdir(exist_ok=True)

@@ -229,6 +229,7 @@ def run_cell(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pa
         outcome, proxy = serve_and_run_agent(cell, grader, description)
     finally:
         shutil.rmtree(cell.grader_dir, ignore_errors=True)
+        cell.sandbox.unstage()
     record = run_record(cell, started, outcome, proxy, read_ledger(run.ledger))
     record["grader_restarts"] = grader.restarts
     if grader.failure:  # the grader died past its restarts: the agent was stopped for it
