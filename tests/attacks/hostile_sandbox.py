@@ -12,6 +12,7 @@ ended, ``report()`` prints the record.
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from dataclasses import dataclass
@@ -136,3 +137,11 @@ def assert_refused(result: dict, *names: str) -> None:
     """Each attempt in ``names`` ended with an error the sandbox gives, not "ok"."""
     for name in names:
         assert result[name] in REFUSED, (name, result)
+
+
+def agent_command_override(program: str) -> str:
+    """A Python program as the agent's command, a Hydra override for a real cell: the program
+    travels base64-encoded (no quotes to escape)."""
+    code = base64.b64encode(program.encode()).decode()
+    return "agent.command=" + json.dumps(
+        ["{python}", "-c", f"import base64; exec(base64.b64decode('{code}'))"])

@@ -7,7 +7,6 @@ budget.grader_restarts ends the run as infra_failed (grader_died)."""
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import shutil
@@ -17,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from hostile_sandbox import agent_command_override
 
 from a2rl.common.records import RunRecord, read_ledger
 from a2rl.config.compose import compose
@@ -50,20 +50,13 @@ for name in ("m1", "m2", "m3"):
 '''
 
 
-def agent_override(program: str) -> str:
-    """The agent command as a Hydra override: the program travels base64-encoded."""
-    code = base64.b64encode(program.encode()).decode()
-    return "agent.command=" + json.dumps(
-        ["{python}", "-c", f"import base64; exec(base64.b64decode('{code}'))"])
-
-
 def prepared_cell(root: Path, tiny: Path, *extra: str):
     """The cell, prepared and its baseline measured. Its budget only bounds a run on a loaded
     machine (a restarted grader loads its libraries again): the agent ends within a minute."""
     cfg = compose(["grid=ci", "agent=noop", "agent.name=resubmitter", f"paths.root={root}",
                    f"paths.data={FIXTURE_DATA}", "task.params.test_size=6",
                    "task.params.train_size=16", "task.inference.max_new_tokens=8",
-                   "budget.time_limit_s=900", agent_override(RESUBMITTING_AGENT), *extra])
+                   "budget.time_limit_s=900", agent_command_override(RESUBMITTING_AGENT), *extra])
     shutil.copytree(tiny, stages.layout_of(cfg).model(cfg.task.model.name))
     stages.prepare_task(cfg)
     stages.measure_baseline(cfg)

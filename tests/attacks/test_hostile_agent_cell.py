@@ -6,13 +6,13 @@ refused, the submission is scored, and the ledger, the log and the sealed split 
 
 from __future__ import annotations
 
-import base64
 import json
 import shutil
 import stat
 from pathlib import Path
 
 import pytest
+from hostile_sandbox import agent_command_override
 
 from a2rl.common.files import read_json
 from a2rl.config.compose import compose
@@ -53,13 +53,6 @@ sys.exit(subprocess.call(["a2rl", "submit", f"{ws}/output/base"]))
 '''
 
 
-def hostile_command() -> str:
-    """The agent command as a Hydra override: the program travels base64-encoded (no quotes)."""
-    code = base64.b64encode(HOSTILE_AGENT.encode()).decode()
-    return "agent.command=" + json.dumps(
-        ["{python}", "-c", f"import base64; exec(base64.b64decode('{code}'))"])
-
-
 def cell(root: Path, *extra: str):
     return compose(["grid=ci", "agent=noop", "agent.name=hostile", f"paths.root={root}",
                     f"paths.data={FIXTURE_DATA}", "task.params.test_size=6",
@@ -68,7 +61,7 @@ def cell(root: Path, *extra: str):
 
 
 def test_hostile_agent_is_refused_and_its_submission_still_counts(tmp_path, tiny_model):
-    cfg = cell(tmp_path, hostile_command())
+    cfg = cell(tmp_path, agent_command_override(HOSTILE_AGENT))
     shutil.copytree(tiny_model, stages.layout_of(cfg).model(cfg.task.model.name))
     prepared = stages.prepare_task(cfg)
     sealed_before = prepared.test.read_bytes()

@@ -6,7 +6,6 @@ waits for the test's go, and submits the base model (answered from the baseline)
 
 from __future__ import annotations
 
-import base64
 import json
 import shutil
 import subprocess
@@ -15,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from hostile_sandbox import agent_command_override
 
 from a2rl.common.records import RunRecord, read_ledger
 from a2rl.config.compose import compose
@@ -46,16 +46,10 @@ sys.exit(subprocess.call(["a2rl", "submit", f"{ws}/output/base"]))
 '''
 
 
-def agent_override() -> str:
-    code = base64.b64encode(AGENT.encode()).decode()
-    return "agent.command=" + json.dumps(
-        ["{python}", "-c", f"import base64; exec(base64.b64decode('{code}'))"])
-
-
 def start_cell(root: Path, seed: int) -> subprocess.Popen:
     """``a2rl run`` of one cell, as a user starts it."""
     args = [*CELL, f"seed={seed}", f"paths.root={root}", f"paths.data={FIXTURE_DATA}",
-            agent_override(), f"hydra.run.dir={root}/hydra/{seed}"]
+            agent_command_override(AGENT), f"hydra.run.dir={root}/hydra/{seed}"]
     return subprocess.Popen([sys.executable, "-m", "a2rl.pipeline.cli", "run", *args],
                             env=child_env(), cwd=root, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
