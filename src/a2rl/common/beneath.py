@@ -276,14 +276,19 @@ def open_file(dirfd: int, rel: str) -> tuple[int, os.stat_result]:
     return fd, info
 
 
+def open_file_below(root: Path, rel: str) -> tuple[int, os.stat_result]:
+    """``open_file`` of ``rel`` below the harness's folder ``root``."""
+    dirfd = open_folder(root)
+    try:
+        return open_file(dirfd, rel)
+    finally:
+        os.close(dirfd)
+
+
 def read_file(root: Path, rel: str, max_bytes: int, tail: bool = False) -> bytes:
     """The bytes of the regular file ``rel`` below the folder ``root``; a file over
     ``max_bytes`` is refused (413), or with ``tail`` its last ``max_bytes`` bytes are read."""
-    dirfd = open_folder(root)
-    try:
-        fd, info = open_file(dirfd, rel)
-    finally:
-        os.close(dirfd)
+    fd, info = open_file_below(root, rel)
     with os.fdopen(fd, "rb") as fh:
         if info.st_size > max_bytes:
             if not tail:
@@ -297,11 +302,7 @@ def copy_file(root: Path, rel: str, dest: Path, max_bytes: int) -> int:
     whole, never written through a link); returns its bytes. Refused when it is not a regular
     file, is over ``max_bytes`` or is sparse."""
     reader = TreeReader(Limits(max_bytes=max_bytes))
-    dirfd = open_folder(root)
-    try:
-        fd, info = open_file(dirfd, rel)
-    finally:
-        os.close(dirfd)
+    fd, info = open_file_below(root, rel)
     dest = Path(dest)
     partial = dest.with_name(f".{dest.name}.partial")
     try:
