@@ -132,3 +132,26 @@ def test_gpu_check_without_gpu_says_so_and_fails(tmp_path, capsys):
     assert check.main(["--out", str(tmp_path / "g.json")]) == check.NO_GPU
     assert "no CUDA GPU" in capsys.readouterr().err
     assert not (tmp_path / "g.json").exists()
+
+
+def test_bench_threads_runs_jobs_alone_and_side_by_side(tmp_path):
+    """scripts/bench_threads.py on the tiny model and two made household games: one job alone,
+    two at once with the given threads and two at once with one thread each; every job
+    generates the same batch (greedy, so the same tokens) and the ratios are reported."""
+    from a2rl_tasks.alfworld.games import Difficulty, make_games
+
+    make_games(tmp_path / "games", "bt", 2, 5, Difficulty(rooms=(2, 3), objects=(4, 5)),
+               ["put_on"])
+    bench = load_script(REPO / "scripts" / "bench_threads.py")
+    out = tmp_path / "threads.json"
+    report = bench.main(["--tiny", "--games", str(tmp_path / "games"), "--n", "4",
+                         "--threads", "1", "--max-new-tokens", "4", "--out", str(out)])
+    assert json.loads(out.read_text()) == report
+    phases = report["phases"]
+    assert [len(phases[k]["jobs"]) for k in ("alone", "two_at_once", "two_at_once_1_thread")] \
+        == [1, 2, 2]
+    jobs = [j for p in phases.values() for j in p["jobs"]]
+    assert len({j["new_tokens"] for j in jobs}) == 1 and jobs[0]["new_tokens"] > 0
+    assert all(j["seconds"] > 0 and j["prefill_s"] > 0 for j in jobs)
+    for key in ("slowdown_two_at_once", "slowdown_two_at_once_1_thread"):
+        assert math.isfinite(report[key]) and report[key] > 0

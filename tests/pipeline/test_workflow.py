@@ -72,6 +72,27 @@ def test_dry_run_plans_every_cell(grid, tmp_path):
         assert len(planned) == 6 * (6 * 6 + 2) * 3 + 3 + 3 * 3
 
 
+def planned_threads(output: str) -> dict[str, set[int]]:
+    """The threads of each planned job, by rule (a dry run prints ``threads:`` above 1)."""
+    threads: dict[str, set[int]] = {}
+    for rule, body in re.findall(r"^rule (\w+):\n((?:^ +.*\n)*)", output, re.MULTILINE):
+        found = re.search(r"^ +threads: (\d+)$", body, re.MULTILINE)
+        threads.setdefault(rule, set()).add(int(found[1]) if found else 1)
+    return threads
+
+
+def test_jobs_that_run_torch_take_every_core(tmp_path):
+    """Run here, a cell and a baseline evaluation take every core Snakemake is given, so that no
+    two jobs run torch's threads side by side (each stalls the other: scripts/bench_threads.py);
+    preparing a task's data does not compute with torch and takes one."""
+    result = snakemake("-n", "--cores", "3", "--config", "grid=ci", workdir=tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    threads = planned_threads(output)
+    assert threads["measure_baseline"] == {3} and threads["run_cell"] == {3}, threads
+    assert threads["prepare_task"] == {1}, threads
+
+
 def test_extra_overrides_and_bad_grid(tmp_path):
     ok = snakemake("-n", "--config", "grid=ci", 'overrides=["task.inference.batch_size=4"]',
                    workdir=tmp_path)
