@@ -7,8 +7,8 @@
 All phases use one model through ``a2rl.task.inference`` (HF on CPU), greedy, the household
 prompt and ``a2rl.task.envs.play``, on the same games, in one run:
 - ``lockstep_new``: one batched generation per step for all unfinished episodes, starting from
-  the cached KV of the shared prompt prefix, grouped by ``--pad-budget`` (default: the
-  config's, fixed chunks; 0.1 gives length buckets with at most 10 % padding);
+  the cached KV of the shared prompt prefix, its prompt pass in length buckets that pad at most
+  ``--pad-budget`` (default: the config's, 0.1), decoded as one batch;
 - ``lockstep_old``: the same with today's grouping (fixed chunks, padded to the longest, no
   prefix cache: ``pad_budget=1, prefix_cache=False``);
 - ``sequential``: each episode alone (batch of one), today's path;

@@ -4,7 +4,8 @@
     python scripts/gpu_check.py --backend hf --allow-cpu --tiny --n 4 --prompts 8   # code path
 
 For each backend (vLLM with prefix caching on; HF transformers on the GPU with the inference
-defaults: fixed batches, no shared-prefix KV cache), through ``a2rl.task.inference``:
+defaults: the shared-prefix KV cache, the prompt pass in length buckets), through
+``a2rl.task.inference``:
 1. generation: the same ``--prompts`` chat prompts (a shared instructions prefix, then a
    varied question) in one batched call and one prompt at a time; wall seconds, generated
    tokens per second (counted by re-tokenizing the texts, the same for both backends) and how

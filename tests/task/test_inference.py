@@ -87,6 +87,28 @@ def test_shared_prefix_greedy_equals_one_at_a_time(tiny_model):
     assert len(set(single)) > 1
 
 
+def test_length_buckets_split_the_prompt_pass_not_the_decoding(tiny_model):
+    """With pad_budget below 1 a batch's prompt pass runs in several length buckets, padding
+    less, and the batch is still decoded once; the texts are one-at-a-time generation's, with
+    and without the shared-prefix cache."""
+    prompts = _prompts(load_generator(tiny_model, InferenceConfig(backend="hf")).tokenizer)
+    plain = load_generator(tiny_model, InferenceConfig(backend="hf", batch_size=1,
+                                                       max_new_tokens=16, torch_threads=1))
+    single = [plain.generate([p])[0] for p in prompts]
+    for prefix_cache in (False, True):
+        whole = load_generator(tiny_model, InferenceConfig(
+            backend="hf", batch_size=len(prompts), max_new_tokens=16, torch_threads=1,
+            pad_budget=1.0, prefix_cache=prefix_cache))
+        bucketed = load_generator(tiny_model, InferenceConfig(
+            backend="hf", batch_size=len(prompts), max_new_tokens=16, torch_threads=1,
+            pad_budget=0.1, prefix_cache=prefix_cache))
+        assert bucketed.generate(prompts) == whole.generate(prompts) == single
+        assert bucketed.stats.batches == whole.stats.batches == 1
+        assert bucketed.stats.prefill_batches >= 3 > whole.stats.prefill_batches == 1
+        assert bucketed.stats.padded_share <= 0.1 < whole.stats.padded_share
+        assert bucketed.stats.new_tokens == whole.stats.new_tokens
+
+
 def test_old_grouping_gives_the_same_texts(generator, tiny_model):
     """Fixed chunks without a prefix cache (the grouping before length buckets) agree with the
     bucketed path and pad more."""

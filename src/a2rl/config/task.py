@@ -56,17 +56,15 @@ class InferenceConfig:
         "help": "Sampling temperature; 0 is greedy."})
     torch_threads: int = field(default=0, metadata={
         "help": "torch CPU threads while scoring; 0 leaves torch's default."})
-    pad_budget: float = field(default=1.0, metadata={
-        "help": "HF backend: a batch takes the next-longest prompt only while left-padding stays "
-                "within this share of its tokens; 1 (the default) = fixed chunks of batch_size: "
-                "on a CPU a batch's decoding costs nearly as much for 5 rows as for 30, so "
-                "splitting a lockstep step into buckets cost more than the padding it saved "
-                "(docs/benchmarks.md)."})
-    prefix_cache: bool = field(default=False, metadata={
+    pad_budget: float = field(default=0.1, metadata={
+        "help": "HF backend: a batch's prompt pass runs in length buckets whose left-padding "
+                "stays within this share of their tokens, and their KV caches are joined for "
+                "one decoding of the whole batch; 1 = one prompt pass padded to the longest "
+                "prompt. Greedy outputs stay those of one-at-a-time generation."})
+    prefix_cache: bool = field(default=True, metadata={
         "help": "HF backend: run the token prefix a call's prompts share once and start every "
                 "batch from a copy of its KV cache (kept across calls); greedy outputs stay "
-                "those of one-at-a-time generation. Off by default: measured, decoding from the "
-                "copied cache was 4.6x slower on a CPU (docs/benchmarks.md)."})
+                "those of one-at-a-time generation."})
     precision: str = field(default="fp32", metadata={
         "help": "Weights and activations while scoring (a2rl.common.hardware): fp32 (the "
                 "default, so that a score does not depend on which CPU graded it: bf16 greedy "

@@ -82,7 +82,9 @@ class PrefixCache:
 
 @dataclass
 class GenerationStats:
-    """What a generator has computed so far. ``prompt_tokens``: real prompt tokens asked for;
+    """What a generator has computed so far. ``batches``: decoded batches;
+    ``prefill_batches``: forward passes of the prompt pass (more with length buckets);
+    ``prompt_tokens``: real prompt tokens asked for;
     ``prefix_reused_tokens``: of those, tokens whose KV came from a shared prefix (computed once
     per prefix, counted in ``prefix_computed_tokens``); ``padded_tokens``: pad positions the
     prompt pass computed; ``new_tokens``: generated tokens kept (up to end of sequence);
@@ -90,6 +92,7 @@ class GenerationStats:
 
     prompts: int = 0
     batches: int = 0
+    prefill_batches: int = 0
     prompt_tokens: int = 0
     prefix_reused_tokens: int = 0
     prefix_computed_tokens: int = 0

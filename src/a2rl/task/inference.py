@@ -84,6 +84,15 @@ def load_generator(model_dir: Path, cfg: InferenceConfig) -> Generator:
     return HFGenerator(model_dir, cfg)
 
 
+def full_attention_only(config) -> bool:
+    """Whether every layer of the model attends to the whole sequence: the bucketed prompt pass
+    joins plain KV caches, which a sliding-window layer's would not be."""
+    from transformers.cache_utils import get_layer_types_and_kwargs
+
+    types, _ = get_layer_types_and_kwargs(config.get_text_config(decoder=True))
+    return all(t == "full_attention" for t in types)
+
+
 def _eos_ids(tokenizer, generation_config) -> list[int]:
     ids = []
     for value in (getattr(generation_config, "eos_token_id", None), tokenizer.eos_token_id):
@@ -97,11 +106,14 @@ def _eos_ids(tokenizer, generation_config) -> list[int]:
 
 class HFGenerator:
     """Batched HF transformers generation, so that batched greedy output equals one-at-a-time
-    output: prompts sorted by length and grouped so that left-padding stays within
-    ``cfg.pad_budget``; the token prefix all prompts of a call share is run through the model
-    once and its KV cache kept (``cfg.prefix_cache``) and copied into each batch, laid out as
-    [prefix][pads][rest] with the pads masked and position ids from the mask. ``stats`` counts
-    prompt, padded and generated tokens and the seconds of the prompt pass and the decoding."""
+    output: prompts sorted by length and decoded in chunks of ``cfg.batch_size``, each laid out
+    as [prefix][pads][rest] with the pads masked and position ids from the mask. The token
+    prefix all prompts of a call share is run through the model once and its KV cache kept
+    (``cfg.prefix_cache``) and copied into each batch. With ``cfg.pad_budget`` below 1 a batch's
+    prompt pass runs in length buckets that pad at most that share, and their KV caches are
+    joined for one decoding of the whole batch (on a CPU a decoding step costs about as much
+    for a few rows as for a batch, so the decoding is never split). ``stats`` counts prompt,
+    padded and generated tokens and the seconds of the prompt pass and the decoding."""
 
     def __init__(self, model_dir: Path, cfg: InferenceConfig):
         import torch
@@ -126,6 +138,7 @@ class HFGenerator:
             eos_token_id=self.eos_ids or None, pad_token_id=self.tokenizer.pad_token_id,
             bos_token_id=self.model.generation_config.bos_token_id)
         self._clock = _ForwardClock(self.model, self.device)
+        self._full_attention = full_attention_only(self.model.config)
         self.reset()
 
     def _generation_config(self, max_new_tokens: int):
@@ -151,7 +164,7 @@ class HFGenerator:
                   disable=not prompts) as bar, torch.inference_mode():
             prefix = self._shared_prefix(encoded) if self.cfg.prefix_cache else ()
             lengths = [len(e) - len(prefix) for e in encoded]
-            for idx in batching.buckets(lengths, self.cfg.batch_size, self.cfg.pad_budget):
+            for idx in batching.buckets(lengths, self.cfg.batch_size, 1.0):
                 new = self._generate_batch([encoded[i] for i in idx], prefix, gen_cfg)
                 for i, ids in zip(idx, new):
                     results[i] = self._decode(ids)
@@ -190,9 +203,10 @@ class HFGenerator:
 
     def _generate_batch(self, rows: list[list[int]], prefix: tuple[int, ...],
                         gen_cfg) -> list[list[int]]:
-        """Generated ids per row of one batch: [prefix][pads][rest] with the pads masked; the
-        prefix's KV is a copy of the cached one, repeated per row (the cached one stays as is).
-        """
+        """Generated ids per row of one batch: [prefix][pads][rest] with the pads masked. The
+        cache generate starts from holds the prefix's KV (a copy of the cached one, repeated per
+        row: the cached one stays as is) or, with length buckets, every row's prompt but its last
+        token (``_prefill_buckets``)."""
         import torch
 
         cut = len(prefix)
@@ -201,22 +215,74 @@ class HFGenerator:
         pad = self.tokenizer.pad_token_id
         ids = [list(prefix) + [pad] * (width - len(r)) + r for r in rests]
         mask = [[1] * cut + [0] * (width - len(r)) + [1] * len(r) for r in rests]
-        kwargs = {}
-        if cut:
-            past = copy.deepcopy(self.prefixes.get(prefix))
-            past.batch_repeat_interleave(len(rows))
-            kwargs["cache"] = past
         self.stats.batches += 1
         self.stats.prompts += len(rows)
         self.stats.prompt_tokens += sum(len(r) for r in rows)
         self.stats.prefix_reused_tokens += cut * len(rows)
-        self.stats.padded_tokens += sum(width - len(r) for r in rests)
+        kwargs = {}
+        if self.cfg.pad_budget < 1 and self._full_attention and len(rows) > 1 and \
+                min(map(len, rests)) > 1:
+            kwargs["cache"] = self._prefill_buckets(rests, prefix, width)
+        else:
+            self.stats.prefill_batches += 1
+            self.stats.padded_tokens += sum(width - len(r) for r in rests)
+            if cut:
+                kwargs["cache"] = self._prefix_copy(prefix, len(rows))
         with self._clock.timing():
             out = self.model.generate(
                 input_ids=torch.tensor(ids, dtype=torch.long, device=self.device),
                 attention_mask=torch.tensor(mask, dtype=torch.long, device=self.device),
                 generation_config=gen_cfg, **kwargs)
         return out[:, cut + width:].tolist()
+
+    def _prefix_copy(self, prefix: tuple[int, ...], rows: int):
+        """A copy of ``prefix``'s cached KV, repeated for ``rows`` rows."""
+        past = copy.deepcopy(self.prefixes.get(prefix))
+        past.batch_repeat_interleave(rows)
+        return past
+
+    def _prefill_buckets(self, rests: list[list[int]], prefix: tuple[int, ...], width: int):
+        """The KV cache of every row's prompt but its last token, as generate expects it for the
+        whole batch ([prefix][pads up to ``width``][rest]), computed in length buckets that pad
+        at most ``cfg.pad_budget``: a bucket's gap to ``width`` is zeros at masked positions."""
+        import torch
+        from transformers import DynamicCache
+
+        heads = [r[:-1] for r in rests]
+        groups = batching.buckets([len(h) for h in heads], len(heads), self.cfg.pad_budget)
+        # the rows come longest first (generate sorts them), so the buckets are consecutive
+        # rows and their caches join in row order
+        if [i for g in groups for i in g] != list(range(len(heads))):
+            raise ValueError("_prefill_buckets needs its rows longest first")
+        parts = [self._prefill_bucket([heads[i] for i in g], prefix, width - 1) for g in groups]
+        return DynamicCache([tuple(torch.cat(tensors) for tensors in zip(*layer))
+                             for layer in zip(*parts)], config=self.model.config)
+
+    def _prefill_bucket(self, heads: list[list[int]], prefix: tuple[int, ...], full: int):
+        """One bucket's prompt pass from the prefix's cached KV: per layer (keys, values) laid
+        out as [prefix][zeros up to ``full``][pads][head] (the zeros and pads are masked)."""
+        import torch
+        from transformers import DynamicCache
+
+        cut, longest = len(prefix), max(len(h) for h in heads)
+        pad = self.tokenizer.pad_token_id
+        ids = torch.tensor([[pad] * (longest - len(h)) + h for h in heads], device=self.device)
+        mask = torch.tensor([[1] * cut + [0] * (longest - len(h)) + [1] * len(h) for h in heads],
+                            device=self.device)
+        past = self._prefix_copy(prefix, len(heads)) if cut else \
+            DynamicCache(config=self.model.config)
+        started = self._clock.now()
+        self.model.base_model(input_ids=ids, attention_mask=mask, cache=past, use_cache=True,
+                              position_ids=(mask.cumsum(-1) - 1).clamp(min=0)[:, cut:])
+        self.stats.prefill_s += self._clock.now() - started
+        self.stats.prefill_batches += 1
+        self.stats.padded_tokens += sum(longest - len(h) for h in heads)
+
+        def widened(t):
+            gap = t.new_zeros(t.shape[0], t.shape[1], full - longest, t.shape[3])
+            return torch.cat([t[:, :, :cut], gap, t[:, :, cut:]], dim=2)
+
+        return [(widened(layer.keys), widened(layer.values)) for layer in past.layers]
 
     def reset(self) -> None:
         """Zero the counters and drop the cached prefixes (between measurements)."""
@@ -254,17 +320,17 @@ class _ForwardClock:
         model.register_forward_pre_hook(self._before)
         model.register_forward_hook(self._after)
 
-    def _now(self) -> float:
+    def now(self) -> float:
         if self.device.type == "cuda":
             import torch
             torch.cuda.synchronize()
         return time.perf_counter()
 
     def _before(self, module, args):
-        self._started = self._now()
+        self._started = self.now()
 
     def _after(self, module, args, output):
-        elapsed = self._now() - self._started
+        elapsed = self.now() - self._started
         if self._first:
             self.stats.prefill_s += elapsed
             self._first = False
