@@ -22,7 +22,6 @@ The single-interpreter runner is a2rl/codeexec.py as of ``--baseline-rev`` (read
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -157,12 +156,9 @@ def main(argv: list[str] | None = None) -> dict:
     if not args.skip_design:
         report["design"] = design_comparison(args.design_problems, args.workers,
                                              args.baseline_rev)
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        from a2rl.common.files import write_text_atomic
+    from a2rl.common.files import print_report
 
-        write_text_atomic(Path(args.out), text + "\n")
+    print_report(report, args.out, indent=2)
     return report
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import sys
 import time
@@ -121,12 +120,9 @@ def main(argv: list[str] | None = None) -> dict:
               "max_steps": a.max_steps, "threads": a.threads, "cpus": os.cpu_count(),
               "nice": os.nice(0), "phases": phases, "speedups": ratios,
               "hardware": describe(inference=generator.precision)}
-    text = json.dumps(report, indent=1)
-    print(text)
-    if a.out:
-        from a2rl.common.files import write_text_atomic
+    from a2rl.common.files import print_report
 
-        write_text_atomic(Path(a.out), text + "\n")
+    print_report(report, a.out)
     return report
 
 

@@ -128,12 +128,9 @@ def main(argv: list[str] | None = None) -> dict:
               "slowdown_two_at_once_1_thread": round(
                   phases["two_at_once_1_thread"]["wall_s"] / one_after_other, 2),
               "hardware": describe()}
-    text = json.dumps(report, indent=1)
-    print(text)
-    if a.out:
-        from a2rl.common.files import write_text_atomic
+    from a2rl.common.files import print_report
 
-        write_text_atomic(Path(a.out), text + "\n")
+    print_report(report, a.out)
     return report
 
 

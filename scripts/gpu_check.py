@@ -19,7 +19,6 @@ at once, unless ``--allow-cpu`` (to exercise the code path).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -114,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
               "run it where one is, or pass --allow-cpu to exercise the code path",
               file=sys.stderr)
         return NO_GPU
-    from a2rl.common.files import write_text_atomic
+    from a2rl.common.files import print_report
     from a2rl.common.hardware import describe
     from a2rl.config.types import InferenceConfig
     from a2rl.task.inference import load_generator
@@ -140,9 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                 "rollouts": check_rollouts(gen, games, a.max_steps, 24)}
         finally:
             gen.close()
-    text = json.dumps(report, indent=1)
-    print(text)
-    write_text_atomic(Path(a.out), text + "\n")
+    print_report(report, a.out)
     return 0
 
 

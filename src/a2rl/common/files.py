@@ -36,6 +36,14 @@ def write_text_atomic(path: Path, text: str, mode: int = 0o644) -> None:
         raise
 
 
+def print_report(report: dict, out: str | Path | None, indent: int = 1) -> None:
+    """Print a benchmark's report as JSON and, with ``out``, write it there too."""
+    text = json.dumps(report, indent=indent)
+    print(text)
+    if out:
+        write_text_atomic(Path(out), text + "\n")
+
+
 def write_json_atomic(path: Path, data: Any, mode: int = 0o644) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n", mode)
 
