@@ -8,10 +8,10 @@ threads (the task's ``inference.torch_threads``) and with one thread each.
 Why: torch's CPU kernels split each operation over their threads and wait for the slowest. When
 two jobs run torch's threads on the same cores, a thread pushed off its core holds up every
 operation of its process until the scheduler brings it back, and decoding (many small
-operations) stalls. Snakemake therefore gives a baseline evaluation and a cell every core run
-locally (``whole_machine`` in workflow/rules/common.smk). In one run, this reports each
-phase's wall seconds, prompt pass and decoding, and the ratio of two side-by-side jobs to the
-same two one after the other.
+operations) stalls. Snakemake therefore declares a baseline evaluation's torch threads
+(``evaluation_threads`` in workflow/rules/common.smk) and gives a cell every core. In one run,
+this reports each phase's wall seconds, prompt pass and decoding, and the ratio of two
+side-by-side jobs to the same two one after the other.
 """
 
 from __future__ import annotations

@@ -81,16 +81,30 @@ def planned_threads(output: str) -> dict[str, set[int]]:
     return threads
 
 
-def test_jobs_that_run_torch_take_every_core(tmp_path):
-    """Run here, a cell and a baseline evaluation take every core Snakemake is given, so that no
-    two jobs run torch's threads side by side (each stalls the other: scripts/bench_threads.py);
-    preparing a task's data does not compute with torch and takes one."""
+def planned_task_threads(output: str, rule: str) -> dict[str, int]:
+    """The threads of each planned job of ``rule``, by its task wildcard."""
+    out = {}
+    for body in re.findall(rf"^rule {rule}:\n((?:^ +.*\n)*)", output, re.MULTILINE):
+        found = re.search(r"^ +threads: (\d+)$", body, re.MULTILINE)
+        out[re.search(r"wildcards: task=(\S+)", body)[1]] = int(found[1]) if found else 1
+    return out
+
+
+def test_jobs_declare_the_torch_threads_they_run(tmp_path):
+    """Run here, a baseline evaluation declares the torch threads its task evaluates with (0:
+    every core), so that Snakemake never runs two jobs' torch threads on the same cores (each
+    stalls the other: scripts/bench_threads.py); a cell takes every core; preparing a task's
+    data does not compute with torch and takes one."""
     result = snakemake("-n", "--cores", "3", "--config", "grid=ci", workdir=tmp_path)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     threads = planned_threads(output)
-    assert threads["measure_baseline"] == {3} and threads["run_cell"] == {3}, threads
-    assert threads["prepare_task"] == {1}, threads
+    assert threads["run_cell"] == {3} and threads["prepare_task"] == {1}, threads
+    for task, declared in planned_task_threads(output, "measure_baseline").items():
+        torch_threads = compose([*grid_overrides("ci"), f"task={task}"]).task.inference
+        assert declared == (torch_threads.torch_threads or 3), task
+    assert planned_task_threads(output, "measure_baseline").keys() == {
+        "gsm8k_arith", "household", "alpacaeval"}
 
 
 def test_extra_overrides_and_bad_grid(tmp_path):

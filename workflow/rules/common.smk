@@ -218,17 +218,22 @@ def resources_of(rule_name):
     return {key: value(key) for key in resource_keys(GRID_CFG.cluster)}
 
 
-def whole_machine(rule_name):
-    """The threads of a job of ``rule_name`` that computes with torch (a cell, a baseline
-    evaluation). Run here, it takes every core Snakemake was given: no other job competes with an
-    agent's clock, and no two jobs run torch's threads on the same cores, where each stalls at
-    every parallel step waiting for its threads the other has pushed off (generation ran several
-    times slower so: scripts/bench_threads.py). On a cluster it gets its CPUs (for a cell, the
-    largest of its stages') and the scheduler keeps others off."""
+def cell_threads(wildcards):
+    """Run here, a cell's job takes every core Snakemake was given, so no other job competes
+    with its agent's clock; on a cluster it gets its CPUs (the largest of its stages') and the
+    scheduler keeps others off."""
+    if workflow.local_exec:
+        return workflow.cores
+    return resources_of_job("run_cell", *job_kind("run_cell", wildcards))["cpus_per_task"]
 
-    def threads(wildcards):
-        if workflow.local_exec:
-            return workflow.cores
-        return resources_of_job(rule_name, *job_kind(rule_name, wildcards))["cpus_per_task"]
 
-    return threads
+def evaluation_threads(wildcards):
+    """A baseline evaluation's threads, run here: the torch threads it computes with (the task's
+    inference.torch_threads; 0, torch's default, is every core). Declared, they keep Snakemake
+    from running two jobs' torch threads on the same cores, where each stalls at every parallel
+    step waiting for its threads the other has pushed off (scripts/bench_threads.py). On a
+    cluster its CPUs."""
+    if not workflow.local_exec:
+        kind = job_kind("measure_baseline", wildcards)
+        return resources_of_job("measure_baseline", *kind)["cpus_per_task"]
+    return TASK_CFG[wildcards.task].task.inference.torch_threads or workflow.cores

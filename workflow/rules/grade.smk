@@ -12,7 +12,7 @@ rule measure_baseline:
         str(PATHS.log("measure_baseline", "{task}")),
     params:
         overrides=overrides_of_task,
-    threads: whole_machine("measure_baseline")
+    threads: evaluation_threads
     resources:
         **resources_of("measure_baseline"),
     conda:

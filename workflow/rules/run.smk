@@ -6,7 +6,7 @@
 #
 # The budget is wall-clock time, so an agent gets the machine to itself: run here, the job takes
 # every core Snakemake was given, and no other job (another agent, a baseline) runs beside it;
-# on a cluster it gets what the largest of its stages needs (whole_machine; resources: the
+# on a cluster it gets what the largest of its stages needs (cell_threads; resources: the
 # agent's, or the task's grading ones where larger, for the sum of the stages' times). To run
 # cells side by side anyway, ask for it: snakemake --set-threads run_cell=1 ...
 #
@@ -45,7 +45,7 @@ rule run_cell:
         overrides=overrides_of_cell,
         run_json=str(RUN.run_json),
         infra_retries=INFRA_RETRIES,
-    threads: whole_machine("run_cell")
+    threads: cell_threads
     resources:
         a2rl_attempt=lambda wildcards, attempt: attempt,
         **resources_of("run_cell"),
