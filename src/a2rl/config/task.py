@@ -55,7 +55,9 @@ class InferenceConfig:
     temperature: float = field(default=0.0, metadata={
         "help": "Sampling temperature; 0 is greedy."})
     torch_threads: int = field(default=0, metadata={
-        "help": "torch CPU threads while scoring; 0 leaves torch's default."})
+        "help": "torch CPU threads while scoring; 0 leaves torch's default (every core). The "
+                "workflow declares them as a baseline evaluation's threads, so that no two jobs "
+                "run torch threads on the same cores."})
     pad_budget: float = field(default=0.1, metadata={
         "help": "HF backend: a batch's prompt pass runs in length buckets whose left-padding "
                 "stays within this share of their tokens, and their KV caches are joined for "
