@@ -36,7 +36,7 @@ training policy the same as the grader's (greedy generation + parsing); the grad
 goes only through the admissible action that was executed.
 
 Settings: ``GrpoSettings`` (settings.py: rounds, iters, games, group, lr, temp,
-train_layers, minibatch, step_cost, expert_bonus, max_steps, max_new_tokens,
+train_layers, minibatch, step_cost, expert_bonus, max_steps, max_new_tokens, kl,
 reserve_s), from
 ``$A2RL_AGENT_SETTINGS``. Precision: the agent config's ``precision`` (auto | bf16 | fp32),
 passed as A2RL_PRECISION.
@@ -72,7 +72,7 @@ def method_args(settings: GrpoSettings) -> list[str]:
             "--max-steps", str(settings.max_steps), "--step-cost", str(settings.step_cost),
             "--expert-bonus", str(settings.expert_bonus),
             "--train-layers", str(settings.train_layers),
-            "--max-new-tokens", str(settings.max_new_tokens)]
+            "--max-new-tokens", str(settings.max_new_tokens), "--kl", str(settings.kl)]
 
 
 def grpo_command(ws: Path, script: Path, model: str, out: Path, k: int, until: float,
