@@ -76,10 +76,12 @@ def score(task, model: Path, prepared, inference) -> dict:
 
 
 def grpo_round(script: Path, model: Path, data: Path, out: Path, grpo_args: list[str],
-               seed: int) -> list[dict]:
+               seed: int, reference: Path) -> list[dict]:
+    """One GRPO round from ``model``; its KL penalty (if any) anchors to ``reference``, the
+    probe's start, in every round (as the agents' rounds do)."""
     cmd = [sys.executable, str(script), "--model", str(model), "--data", str(data),
            "--out", str(out), "--stats", str(out.parent / "stats.json"), "--seed", str(seed),
-           *grpo_args]
+           "--reference", str(reference), *grpo_args]
     subprocess.run(cmd, check=True)
     return json.loads((out / "grpo_log.json").read_text())
 
@@ -141,7 +143,7 @@ def main(argv: list[str] | None = None) -> dict:
     report = {"start": str(start), "settings": {"rounds": a.rounds, "seed": a.seed,
                                                 **{k: v for k, v in settings.items()
                                                    if k not in ("model", "data", "out",
-                                                                "stats", "seed")}},
+                                                                "stats", "seed", "reference")}},
               "task": cfg.task.id, "overrides": a.set, "test_games": None, "rounds": [],
               "hardware": describe(agent=settings["precision"],
                                    inference=resolve_precision(cfg.task.inference.precision))}
@@ -155,7 +157,7 @@ def main(argv: list[str] | None = None) -> dict:
     for k in range(1, a.rounds + 1):
         began = time.monotonic()
         out = work / f"grpo-{k}"
-        log = grpo_round(script, model, prepared.data, out, grpo_args, a.seed * 100 + k)
+        log = grpo_round(script, model, prepared.data, out, grpo_args, a.seed * 100 + k, start)
         elapsed += time.monotonic() - began
         now = score(task, out, prepared, cfg.task.inference)
         gain, se = paired_gain(first["per_item"], now["per_item"])

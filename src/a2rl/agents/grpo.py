@@ -76,9 +76,9 @@ def method_args(settings: GrpoSettings) -> list[str]:
 
 
 def grpo_command(ws: Path, script: Path, model: str, out: Path, k: int, until: float,
-                 iter_s: float, settings: GrpoSettings) -> list[str]:
+                 iter_s: float, settings: GrpoSettings, reference: str) -> list[str]:
     return [sys.executable, str(script), "--model", model, "--data", str(ws / "data"),
-            "--out", str(out), *method_args(settings),
+            "--out", str(out), *method_args(settings), "--reference", reference,
             "--stats", str(ws / "code" / "grpo_stats.json"),
             "--deadline", f"{until:.1f}", "--iter-estimate", f"{iter_s:.1f}",
             "--seed", str(int(os.environ.get("A2RL_SEED", "0")) * 100 + k)]
@@ -95,6 +95,7 @@ def grpo_rounds(ws: Path, model: str, settings: GrpoSettings,
     shutil.copy(GRPO_SCRIPT, script)
     iter_s = 0.0  # the longest iteration so far, with its save
     submitted = 0
+    anchor = model  # every round's KL penalty pulls towards the model the first round started from
     for k in range(first_round, first_round + settings.rounds):
         until = deadline(settings.reserve_s)
         if time.time() + iter_s > until:
@@ -103,8 +104,8 @@ def grpo_rounds(ws: Path, model: str, settings: GrpoSettings,
             break
         out = ws / "output" / f"grpo-{k}"
         log(f"round {k}: GRPO from {model}")
-        code = run_until(grpo_command(ws, script, model, out, k, until, iter_s, settings),
-                         until, ws / "code", settings.reserve_s)
+        code = run_until(grpo_command(ws, script, model, out, k, until, iter_s, settings,
+                                      anchor), until, ws / "code", settings.reserve_s)
         if code is not None and code != 0:
             log("GRPO failed")
             return 1, submitted

@@ -243,8 +243,11 @@ def arguments():
     p.add_argument("--max-new-tokens", type=int, required=True,
                    help="reply length of a sampled action (a WebShop search needs ~15 tokens)")
     p.add_argument("--kl", type=float, required=True,
-                   help="coefficient of the KL penalty to the starting model (0: none, and no "
+                   help="coefficient of the KL penalty to the reference model (0: none, and no "
                         "reference model is loaded)")
+    p.add_argument("--reference", default=None,
+                   help="model folder the KL anchors to (default: --model); later rounds pass "
+                        "the first round's start so that the anchor stays the SFT policy")
     # the harness decides (a2rl.common.hardware): bf16 only where the hardware computes it natively
     p.add_argument("--precision", choices=("bf16", "fp32"),
                    default=os.environ.get("A2RL_PRECISION", "fp32"))
@@ -280,7 +283,11 @@ def main():
     opt = torch.optim.AdamW(params, lr=a.lr, weight_decay=0.0)
     # rollouts run on a bf16 copy, refreshed from the fp32 weights before each iteration
     sampler = copy.deepcopy(model).to(torch.bfloat16) if bf16 else model
-    reference = frozen_reference(model, bf16) if a.kl > 0 else None
+    reference = None
+    if a.kl > 0:
+        reference = frozen_reference(
+            model if a.reference in (None, a.model) else
+            AutoModelForCausalLM.from_pretrained(a.reference, dtype=torch.float32), bf16)
     eos_id = tok.convert_tokens_to_ids("<|im_end|>")
     if eos_id is None or eos_id == tok.unk_token_id:
         eos_id = tok.eos_token_id
@@ -335,8 +342,8 @@ def main():
 
 
 def frozen_reference(model, bf16):
-    """A frozen copy of the starting model, the KL anchor (for sft_grpo: the SFT policy); in
-    bf16 where the rollouts are, since it only runs forward passes."""
+    """A frozen copy of ``model``, the KL anchor (for sft_grpo: the SFT policy); in bf16 where
+    the rollouts are, since it only runs forward passes."""
     reference = copy.deepcopy(model)
     if bf16:
         reference = reference.to(torch.bfloat16)
