@@ -230,6 +230,7 @@ def test_grpo_kl_anchor_is_zero_at_the_start_and_pulls_a_moved_policy_back(tiny_
     (-m.action_logprobs(model, tok, prompts, actions, eos).sum()).backward()  # move the policy
     torch.optim.SGD(model.parameters(), lr=1.0).step()
     moved, moved_lp, _ = kl_now()
+    moved, moved_lp = moved.detach(), moved_lp.detach()
     assert float(moved) > 1e-3 and float(moved_lp) > float(ref_lp)
     params = [q for q in model.parameters() if q.requires_grad]
     opt = torch.optim.SGD(params, lr=0.5)
