@@ -8,6 +8,13 @@ gives each round's gain over the start with a paired standard error.
         --start results/runs/household/sft/none/seed0/workspace/output/ckpt-1 \
         --rounds 3 --iterations 3 --out results/bench/grpo_probe.json
 
+A bigger sealed test set without touching the shared prepared folder: ``--set`` config
+overrides and ``--results`` a results root where the task is prepared (train games come from the
+same seeds, so they are the same games the start checkpoint was trained on):
+
+    python scripts/probe_grpo.py --start ... --set task.params.test_games=200 \
+        --results /tmp/probe-results --kl 0.05 --out grpo_probe.json
+
 ``--tiny`` runs a seconds-long check with a tiny random model on a few games (tests use it).
 """
 
@@ -36,6 +43,13 @@ def paired_gain(start: list[float], now: list[float]) -> tuple[float, float]:
     return mean, math.sqrt(var / len(diffs))
 
 
+def discordant(start: list[float], now: list[float]) -> tuple[int, int]:
+    """Games newly won and newly lost relative to the start (the pairs that move the mean)."""
+    won = sum(1 for a, b in zip(start, now, strict=True) if b > a)
+    lost = sum(1 for a, b in zip(start, now, strict=True) if b < a)
+    return won, lost
+
+
 def load_household(overrides: list[str], prepare: bool):
     """The composed config, the task and its prepared folder. Without ``prepare`` the folder
     must exist already (``a2rl prepare``/a run made it): a probe never rewrites the test games
@@ -62,10 +76,12 @@ def score(task, model: Path, prepared, inference) -> dict:
 
 
 def grpo_round(script: Path, model: Path, data: Path, out: Path, grpo_args: list[str],
-               seed: int) -> list[dict]:
+               seed: int, reference: Path) -> list[dict]:
+    """One GRPO round from ``model``; its KL penalty (if any) anchors to ``reference``, the
+    probe's start, in every round (as the agents' rounds do)."""
     cmd = [sys.executable, str(script), "--model", str(model), "--data", str(data),
            "--out", str(out), "--stats", str(out.parent / "stats.json"), "--seed", str(seed),
-           *grpo_args]
+           "--reference", str(reference), *grpo_args]
     subprocess.run(cmd, check=True)
     return json.loads((out / "grpo_log.json").read_text())
 
@@ -89,6 +105,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", default=None, help="folder for the rounds' models (default: tmp)")
     ap.add_argument("--out", default=None, help="write the report (JSON) here")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="config override (e.g. task.params.test_games=200); needs --results")
+    ap.add_argument("--results", default=None,
+                    help="results root to prepare the task in (never the shared one)")
     a, grpo_args = ap.parse_known_args(argv)
     from a2rl.agents.grpo import GRPO_SCRIPT, method_args
     from a2rl.agents.settings import GrpoSettings
@@ -97,11 +117,15 @@ def main(argv: list[str] | None = None) -> dict:
 
     if not (a.start or a.tiny):
         ap.error("--start is required without --tiny")
+    if a.set and not (a.results or a.tiny):
+        ap.error("--set changes the task: give --results, a folder to prepare it in")
     work = Path(a.work or tempfile.mkdtemp(prefix="grpo-probe-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
     # the tiny check prepares its small games under the work folder, never over the real ones
-    overrides = ["grid=ci", f"paths.results={work / 'results'}"] if a.tiny else []
-    cfg, task, prepared = load_household(overrides, prepare=a.tiny)
+    results = Path(a.results).resolve() if a.results else work / "results" if a.tiny else None
+    overrides = [*(["grid=ci"] if a.tiny else []), *a.set,
+                 *([f"paths.results={results}"] if results else [])]
+    cfg, task, prepared = load_household(overrides, prepare=results is not None)
     start = Path(a.start) if a.start else None
     if a.tiny:
         from a2rl.models.provision import build_tiny_model
@@ -119,27 +143,32 @@ def main(argv: list[str] | None = None) -> dict:
     report = {"start": str(start), "settings": {"rounds": a.rounds, "seed": a.seed,
                                                 **{k: v for k, v in settings.items()
                                                    if k not in ("model", "data", "out",
-                                                                "stats", "seed")}},
-              "task": cfg.task.id, "test_games": None, "rounds": [],
+                                                                "stats", "seed", "reference")}},
+              "task": cfg.task.id, "overrides": a.set, "test_games": None, "rounds": [],
               "hardware": describe(agent=settings["precision"],
                                    inference=resolve_precision(cfg.task.inference.precision))}
     first = score(task, start, prepared, cfg.task.inference)
     report["test_games"] = len(first["per_item"])
     report["rounds"].append({"round": 0, "train_s": 0.0, **first})
     print(json.dumps({k: first[k] for k in ("score", "stderr", "seconds")}), flush=True)
+    if a.out:
+        write_text_atomic(Path(a.out), json.dumps(report, indent=1))
     model, elapsed = start, 0.0
     for k in range(1, a.rounds + 1):
         began = time.monotonic()
         out = work / f"grpo-{k}"
-        log = grpo_round(script, model, prepared.data, out, grpo_args, a.seed * 100 + k)
+        log = grpo_round(script, model, prepared.data, out, grpo_args, a.seed * 100 + k, start)
         elapsed += time.monotonic() - began
         now = score(task, out, prepared, cfg.task.inference)
         gain, se = paired_gain(first["per_item"], now["per_item"])
+        won, lost = discordant(first["per_item"], now["per_item"])
         row = {"round": k, "train_s": round(elapsed, 1), "gain": gain, "gain_stderr": se,
+               "newly_won": won, "newly_lost": lost, "train_kl": [r.get("kl") for r in log],
                "train_success": [r["success"] for r in log], **now}
         report["rounds"].append(row)
         print(json.dumps({k2: row[k2] for k2 in ("round", "train_s", "score", "gain",
-                                                  "gain_stderr", "train_success")}), flush=True)
+                                                  "gain_stderr", "newly_won", "newly_lost",
+                                                  "train_success", "train_kl")}), flush=True)
         if a.out:  # after every round: a long probe stopped early keeps what it measured
             write_text_atomic(Path(a.out), json.dumps(report, indent=1))
         model = out

@@ -99,8 +99,14 @@ def test_probe_grpo_scores_start_and_each_round_paired(tmp_path):
         gain, _ = probe.paired_gain(rounds[0]["per_item"], r["per_item"])
         assert r["gain"] == gain == r["score"] - rounds[0]["score"]
         assert len(r["train_success"]) == 1 and r["train_s"] > 0
+        assert r["newly_won"] - r["newly_lost"] == round(r["gain"] * len(r["per_item"]) / 100)
+        # the agents' default KL anchor, to the probe's start in both rounds
+        assert report["settings"]["kl"] == 0.05 and r["train_kl"][0] >= 0.0
     mean, se = probe.paired_gain([0.0, 1.0, 1.0], [1.0, 1.0, 0.0])  # +100, 0, -100 points
     assert mean == 0.0 and se == pytest.approx(100 * math.sqrt(1 / 3))
+    assert probe.discordant([0.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 1.0]) == (2, 1)
+    with pytest.raises(SystemExit):  # a changed task is never scored in the shared folder
+        probe.main(["--start", "m", "--set", "task.params.test_games=200"])
 
 
 def test_bench_planning_times_the_ci_plan_against_a_commit(tmp_path):

@@ -200,6 +200,52 @@ def test_grpo_update_raises_the_rewarded_action(tiny_model, tmp_path):
         assert (after[0] - before[0]) * sign > 0
 
 
+def test_grpo_kl_anchor_is_zero_at_the_start_and_pulls_a_moved_policy_back(tiny_model,
+                                                                           tmp_path):
+    """The KL penalty to the frozen starting model: 0 (and no gradient) before the policy
+    moves; once a step has raised an action's log-prob, KL-only updates (zero advantages)
+    lower the KL and bring that log-prob back towards the reference's."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    m = _grpo_module(tmp_path)
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    eos = tok.eos_token_id
+    prompts, actions = ["Goal: win\n\nAvailable actions:\nopen box\ngo west"], ["open box"]
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+    reference = m.frozen_reference(model, bf16=False)
+    assert not any(q.requires_grad for q in reference.parameters())
+
+    def kl_now():
+        lps = m.token_logprobs(model, tok, prompts, actions, eos)
+        with torch.no_grad():
+            ref = m.token_logprobs(reference, tok, prompts, actions, eos)
+        return m.kl_to_reference(lps, ref).mean(), lps[0].mean().detach(), ref[0].mean()
+
+    start, _, ref_lp = kl_now()
+    start.backward()
+    assert float(start.detach()) == pytest.approx(0.0, abs=1e-6)
+    assert all(q.grad is None or q.grad.abs().max() < 1e-6 for q in model.parameters())
+    model.zero_grad()
+    (-m.action_logprobs(model, tok, prompts, actions, eos).sum()).backward()  # move the policy
+    torch.optim.SGD(model.parameters(), lr=1.0).step()
+    moved, moved_lp, _ = kl_now()
+    moved = moved.detach()
+    assert float(moved) > 1e-3 and float(moved_lp) > float(ref_lp)
+    params = [q for q in model.parameters() if q.requires_grad]
+    opt = torch.optim.SGD(params, lr=0.5)
+    losses, kls = m.update(model, tok, opt, params, [(prompts[0], actions[0], 0.0)] * 4, 2,
+                           eos, False, reference, 1.0)
+    assert len(kls) == 2 and kls[0] == pytest.approx(float(moved), rel=1e-4)
+    after, after_lp, _ = kl_now()
+    after = after.detach()
+    assert float(after) < 0.9 * float(moved)
+    assert abs(float(after_lp - ref_lp)) < abs(float(moved_lp - ref_lp))
+    _, no_kls = m.update(model, tok, opt, params, [(prompts[0], actions[0], 0.0)], 1, eos,
+                         False)
+    assert no_kls == []  # without a reference: no KL term, nothing logged
+
+
 def test_grpo_groups_give_zero_mean_advantages_and_skip_ties(tmp_path):
     """Group-relative advantages: each group's are zero-mean with unit spread, every step of an
     episode carries its episode's advantage, groups whose returns tie give no samples, and the
@@ -284,5 +330,6 @@ def test_grpo_script_runs_rollouts_and_saves(prepared, tiny_model, tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     log = json.loads((tmp_path / "grpo" / "grpo_log.json").read_text())
     assert log[0]["episodes"] == 4 and 0 <= log[0]["success"] <= 100
+    assert log[0]["kl"] >= 0.0  # the agent's default anchors to the starting model
     assert (tmp_path / "grpo" / "config.json").exists()
     assert sum(n for _, n in json.loads(stats.read_text()).values()) == 4

@@ -294,12 +294,13 @@ def test_grpo_script_rolls_out_in_the_shop(prepared, tiny_model, tmp_path):
          "--out", str(tmp_path / "grpo"), "--iterations", "1", "--games", "2", "--group", "2",
          "--max-steps", "3", "--train-layers", "1", "--max-new-tokens", "8", "--lr", "1e-5",
          "--temperature", "1.0", "--step-cost", "0.01", "--expert-bonus", "0",
-         "--minibatch", "16"],
+         "--minibatch", "16", "--kl", "0"],
         check=False, capture_output=True, text=True, timeout=600,
         env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
     assert result.returncode == 0, result.stderr[-2000:]
     log = json.loads((tmp_path / "grpo" / "grpo_log.json").read_text())
     assert log[0]["episodes"] == 4 and 0.0 <= log[0]["mean_score"] <= 1.0
+    assert log[0]["kl"] == 0.0  # --kl 0: no reference model, no penalty
 
 
 def test_grpo_script_finds_the_shop_in_its_data(prepared, tmp_path):

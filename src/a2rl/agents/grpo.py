@@ -36,7 +36,7 @@ training policy the same as the grader's (greedy generation + parsing); the grad
 goes only through the admissible action that was executed.
 
 Settings: ``GrpoSettings`` (settings.py: rounds, iters, games, group, lr, temp,
-train_layers, minibatch, step_cost, expert_bonus, max_steps, max_new_tokens,
+train_layers, minibatch, step_cost, expert_bonus, max_steps, max_new_tokens, kl,
 reserve_s), from
 ``$A2RL_AGENT_SETTINGS``. Precision: the agent config's ``precision`` (auto | bf16 | fp32),
 passed as A2RL_PRECISION.
@@ -72,13 +72,13 @@ def method_args(settings: GrpoSettings) -> list[str]:
             "--max-steps", str(settings.max_steps), "--step-cost", str(settings.step_cost),
             "--expert-bonus", str(settings.expert_bonus),
             "--train-layers", str(settings.train_layers),
-            "--max-new-tokens", str(settings.max_new_tokens)]
+            "--max-new-tokens", str(settings.max_new_tokens), "--kl", str(settings.kl)]
 
 
 def grpo_command(ws: Path, script: Path, model: str, out: Path, k: int, until: float,
-                 iter_s: float, settings: GrpoSettings) -> list[str]:
+                 iter_s: float, settings: GrpoSettings, reference: str) -> list[str]:
     return [sys.executable, str(script), "--model", model, "--data", str(ws / "data"),
-            "--out", str(out), *method_args(settings),
+            "--out", str(out), *method_args(settings), "--reference", reference,
             "--stats", str(ws / "code" / "grpo_stats.json"),
             "--deadline", f"{until:.1f}", "--iter-estimate", f"{iter_s:.1f}",
             "--seed", str(int(os.environ.get("A2RL_SEED", "0")) * 100 + k)]
@@ -95,6 +95,7 @@ def grpo_rounds(ws: Path, model: str, settings: GrpoSettings,
     shutil.copy(GRPO_SCRIPT, script)
     iter_s = 0.0  # the longest iteration so far, with its save
     submitted = 0
+    anchor = model  # every round's KL penalty pulls towards the model the first round started from
     for k in range(first_round, first_round + settings.rounds):
         until = deadline(settings.reserve_s)
         if time.time() + iter_s > until:
@@ -103,8 +104,8 @@ def grpo_rounds(ws: Path, model: str, settings: GrpoSettings,
             break
         out = ws / "output" / f"grpo-{k}"
         log(f"round {k}: GRPO from {model}")
-        code = run_until(grpo_command(ws, script, model, out, k, until, iter_s, settings),
-                         until, ws / "code", settings.reserve_s)
+        code = run_until(grpo_command(ws, script, model, out, k, until, iter_s, settings,
+                                      anchor), until, ws / "code", settings.reserve_s)
         if code is not None and code != 0:
             log("GRPO failed")
             return 1, submitted

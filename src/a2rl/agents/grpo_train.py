@@ -62,10 +62,11 @@ class SamplingPolicy:
         return choices
 
 
-def action_logprobs(model, tokenizer, prompts, actions, eos_id):
-    """Mean log-prob of each action's tokens (+ end of turn) after its chat-formatted prompt.
-    The vocabulary projection runs on the action positions only (a fifth of the model's
-    FLOPs per token would go to prompt positions whose logits are never used)."""
+def token_logprobs(model, tokenizer, prompts, actions, eos_id):
+    """Log-probs of each action's tokens (+ end of turn) after its chat-formatted prompt, one
+    1-D tensor per action. The vocabulary projection runs on the action positions only (a
+    fifth of the model's FLOPs per token would go to prompt positions whose logits are never
+    used)."""
     seqs, starts = [], []
     for p, a in zip(prompts, actions):
         prompt_ids = encode(tokenizer, chat(tokenizer, p))
@@ -85,7 +86,23 @@ def action_logprobs(model, tokenizer, prompts, actions, eos_id):
         positions = torch.arange(starts[i] - 1, len(s) - 1)
         logits = model.lm_head(hidden[i, positions]).float()
         targets = input_ids[i, positions + 1]
-        out.append(torch.log_softmax(logits, -1).gather(-1, targets[:, None]).mean())
+        out.append(torch.log_softmax(logits, -1).gather(-1, targets[:, None])[:, 0])
+    return out
+
+
+def action_logprobs(model, tokenizer, prompts, actions, eos_id):
+    """Mean log-prob of each action's tokens (``token_logprobs``), one per action."""
+    return torch.stack([t.mean() for t in token_logprobs(model, tokenizer, prompts, actions,
+                                                         eos_id)])
+
+
+def kl_to_reference(policy_lps, ref_lps):
+    """Per action: the mean over its tokens of the k3 estimator of KL(policy || reference),
+    exp(ref - logp) - (ref - logp) - 1 (as TRL's GRPO): >= 0, and 0 where the two agree."""
+    out = []
+    for lp, ref in zip(policy_lps, ref_lps):
+        delta = ref.float() - lp.float()
+        out.append((torch.exp(delta) - delta - 1).mean())
     return torch.stack(out)
 
 
@@ -153,26 +170,36 @@ def group_samples(picked, episodes, group, step_cost, stats, expert_bonus=0.0, r
     return samples
 
 
-def update(model, tok, opt, params, samples, minibatch, eos_id, bf16):
+def update(model, tok, opt, params, samples, minibatch, eos_id, bf16, reference=None,
+           kl=0.0):
     """One pass over the samples in shuffled minibatches, one optimizer step each: loss =
-    -advantage x mean action-token log-prob. Each sample is used once and the policy moves
-    only a few small steps per batch of rollouts, so the PPO ratio stays near 1 and is left
-    out (GRPO with one iteration per generation)."""
+    -advantage x mean action-token log-prob (+ kl x the mean k3 KL to ``reference`` per action,
+    ``kl_to_reference``). Each sample is used once and the policy moves only a few small steps
+    per batch of rollouts, so the PPO ratio stays near 1 and is left out (GRPO with one
+    iteration per generation). Returns the minibatches' losses and mean KLs."""
     random.shuffle(samples)
-    losses = []
+    losses, kls = [], []
     for i in range(0, len(samples), minibatch):
         chunk = samples[i:i + minibatch]
+        prompts, actions = [c[0] for c in chunk], [c[1] for c in chunk]
         adv = torch.tensor([c[2] for c in chunk])
         opt.zero_grad()
         with torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=bf16):
-            lp = action_logprobs(model, tok, [c[0] for c in chunk], [c[1] for c in chunk],
-                                 eos_id)
+            lps = token_logprobs(model, tok, prompts, actions, eos_id)
+            if reference is not None:
+                with torch.no_grad():
+                    ref_lps = token_logprobs(reference, tok, prompts, actions, eos_id)
+        lp = torch.stack([t.mean() for t in lps])
         loss = -(adv * lp.float()).mean()
+        if reference is not None:
+            kl_mean = kl_to_reference(lps, ref_lps).mean()
+            loss = loss + kl * kl_mean
+            kls.append(float(kl_mean.detach()))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         losses.append(float(loss.detach()))
-    return losses
+    return losses, kls
 
 
 def fits_before(deadline, log, estimate):
@@ -215,6 +242,12 @@ def arguments():
     p.add_argument("--minibatch", type=int, required=True)
     p.add_argument("--max-new-tokens", type=int, required=True,
                    help="reply length of a sampled action (a WebShop search needs ~15 tokens)")
+    p.add_argument("--kl", type=float, required=True,
+                   help="coefficient of the KL penalty to the reference model (0: none, and no "
+                        "reference model is loaded)")
+    p.add_argument("--reference", default=None,
+                   help="model folder the KL anchors to (default: --model); later rounds pass "
+                        "the first round's start so that the anchor stays the SFT policy")
     # the harness decides (a2rl.common.hardware): bf16 only where the hardware computes it natively
     p.add_argument("--precision", choices=("bf16", "fp32"),
                    default=os.environ.get("A2RL_PRECISION", "fp32"))
@@ -250,6 +283,11 @@ def main():
     opt = torch.optim.AdamW(params, lr=a.lr, weight_decay=0.0)
     # rollouts run on a bf16 copy, refreshed from the fp32 weights before each iteration
     sampler = copy.deepcopy(model).to(torch.bfloat16) if bf16 else model
+    reference = None
+    if a.kl > 0:
+        reference = frozen_reference(
+            model if a.reference in (None, a.model) else
+            AutoModelForCausalLM.from_pretrained(a.reference, dtype=torch.float32), bf16)
     eos_id = tok.convert_tokens_to_ids("<|im_end|>")
     if eos_id is None or eos_id == tok.unk_token_id:
         eos_id = tok.eos_token_id
@@ -276,12 +314,14 @@ def main():
         samples = group_samples(picked, episodes, a.group, a.step_cost, stats, a.expert_bonus,
                                 reward)
         model.train()
-        losses = update(model, tok, opt, params, samples, a.minibatch, eos_id, bf16)
+        losses, kls = update(model, tok, opt, params, samples, a.minibatch, eos_id, bf16,
+                             reference, a.kl)
         row = {"iteration": it, "episodes": len(episodes),
                "success": 100.0 * sum(e.won for e in episodes) / len(episodes),
                "mean_score": sum(float(e.score) for e in episodes) / len(episodes),
                "train_steps": len(samples), "updates": len(losses),
                "loss": sum(losses) / max(1, len(losses)),
+               "kl": sum(kls) / len(kls) if kls else 0.0,
                "rollout_s": round(rolled - started, 1),
                "update_s": round(time.time() - rolled, 1),
                "seconds": round(time.time() - started, 1)}
@@ -299,6 +339,18 @@ def main():
         print(json.dumps({"saved": None, "reason": "no iteration fitted before the deadline"}))
         return
     print(json.dumps({"saved": a.out, "success": [r["success"] for r in log]}))
+
+
+def frozen_reference(model, bf16):
+    """A frozen copy of ``model``, the KL anchor (for sft_grpo: the SFT policy); in bf16 where
+    the rollouts are, since it only runs forward passes."""
+    reference = copy.deepcopy(model)
+    if bf16:
+        reference = reference.to(torch.bfloat16)
+    reference.eval()
+    for param in reference.parameters():
+        param.requires_grad = False
+    return reference
 
 
 def save(model, tok, out, log):

@@ -65,6 +65,11 @@ class GrpoSettings(AgentSettings):
     max_steps: int = field(default=12, metadata={"help": "Actions per episode at most."})
     max_new_tokens: int = field(default=16, metadata={
         "help": "Tokens per sampled action (a WebShop search[...] needs about 15)."})
+    # 0.05: the order of DeepSeekMath's / TRL's GRPO beta (0.04) on the same per-token k3 scale,
+    # enough to pull back the second-round drift without outweighing unit-std advantages
+    kl: float = field(default=0.05, metadata={
+        "help": "KL penalty coefficient to the starting model (for sft_grpo: the SFT policy); "
+                "0 disables it."})
 
 
 @dataclass
