@@ -72,22 +72,15 @@ def test_dry_run_plans_every_cell(grid, tmp_path):
         assert len(planned) == 6 * (6 * 6 + 2) * 3 + 3 + 3 * 3
 
 
-def planned_threads(output: str) -> dict[str, set[int]]:
-    """The threads of each planned job, by rule (a dry run prints ``threads:`` above 1)."""
-    threads: dict[str, set[int]] = {}
+def planned_jobs(output: str) -> list[tuple[str, str | None, int]]:
+    """Each planned job's rule, task wildcard (None without one) and threads (a dry run prints
+    ``threads:`` above 1)."""
+    jobs = []
     for rule, body in re.findall(r"^rule (\w+):\n((?:^ +.*\n)*)", output, re.MULTILINE):
-        found = re.search(r"^ +threads: (\d+)$", body, re.MULTILINE)
-        threads.setdefault(rule, set()).add(int(found[1]) if found else 1)
-    return threads
-
-
-def planned_task_threads(output: str, rule: str) -> dict[str, int]:
-    """The threads of each planned job of ``rule``, by its task wildcard."""
-    out = {}
-    for body in re.findall(rf"^rule {rule}:\n((?:^ +.*\n)*)", output, re.MULTILINE):
-        found = re.search(r"^ +threads: (\d+)$", body, re.MULTILINE)
-        out[re.search(r"wildcards: task=(\S+)", body)[1]] = int(found[1]) if found else 1
-    return out
+        threads = re.search(r"^ +threads: (\d+)$", body, re.MULTILINE)
+        task = re.search(r"wildcards: (?:.*, )?task=([^,\s]+)", body)
+        jobs.append((rule, task[1] if task else None, int(threads[1]) if threads else 1))
+    return jobs
 
 
 def test_jobs_declare_the_torch_threads_they_run(tmp_path):
@@ -98,13 +91,16 @@ def test_jobs_declare_the_torch_threads_they_run(tmp_path):
     result = snakemake("-n", "--cores", "3", "--config", "grid=ci", workdir=tmp_path)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
-    threads = planned_threads(output)
+    jobs = planned_jobs(output)
+    threads: dict[str, set[int]] = {}
+    for rule, _, n in jobs:
+        threads.setdefault(rule, set()).add(n)
     assert threads["run_cell"] == {3} and threads["prepare_task"] == {1}, threads
-    for task, declared in planned_task_threads(output, "measure_baseline").items():
+    baselines = {task: n for rule, task, n in jobs if rule == "measure_baseline"}
+    assert baselines.keys() == {"gsm8k_arith", "household", "alpacaeval"}
+    for task, declared in baselines.items():
         torch_threads = compose([*grid_overrides("ci"), f"task={task}"]).task.inference
         assert declared == (torch_threads.torch_threads or 3), task
-    assert planned_task_threads(output, "measure_baseline").keys() == {
-        "gsm8k_arith", "household", "alpacaeval"}
 
 
 def test_extra_overrides_and_bad_grid(tmp_path):

@@ -218,13 +218,18 @@ def resources_of(rule_name):
     return {key: value(key) for key in resource_keys(GRID_CFG.cluster)}
 
 
+def cluster_cpus(rule_name, wildcards):
+    """The CPUs a job of ``rule_name`` asks the cluster for."""
+    return resources_of_job(rule_name, *job_kind(rule_name, wildcards))["cpus_per_task"]
+
+
 def cell_threads(wildcards):
     """Run here, a cell's job takes every core Snakemake was given, so no other job competes
     with its agent's clock; on a cluster it gets its CPUs (the largest of its stages') and the
     scheduler keeps others off."""
     if workflow.local_exec:
         return workflow.cores
-    return resources_of_job("run_cell", *job_kind("run_cell", wildcards))["cpus_per_task"]
+    return cluster_cpus("run_cell", wildcards)
 
 
 def evaluation_threads(wildcards):
@@ -234,6 +239,5 @@ def evaluation_threads(wildcards):
     step waiting for its threads the other has pushed off (scripts/bench_threads.py). On a
     cluster its CPUs."""
     if not workflow.local_exec:
-        kind = job_kind("measure_baseline", wildcards)
-        return resources_of_job("measure_baseline", *kind)["cpus_per_task"]
+        return cluster_cpus("measure_baseline", wildcards)
     return TASK_CFG[wildcards.task].task.inference.torch_threads or workflow.cores

@@ -90,10 +90,14 @@ def token_logprobs(model, tokenizer, prompts, actions, eos_id):
     return out
 
 
+def per_action_mean(token_lps):
+    """One value per action: the mean of its tokens' log-probs."""
+    return torch.stack([t.mean() for t in token_lps])
+
+
 def action_logprobs(model, tokenizer, prompts, actions, eos_id):
     """Mean log-prob of each action's tokens (``token_logprobs``), one per action."""
-    return torch.stack([t.mean() for t in token_logprobs(model, tokenizer, prompts, actions,
-                                                         eos_id)])
+    return per_action_mean(token_logprobs(model, tokenizer, prompts, actions, eos_id))
 
 
 def kl_to_reference(policy_lps, ref_lps):
@@ -189,7 +193,7 @@ def update(model, tok, opt, params, samples, minibatch, eos_id, bf16, reference=
             if reference is not None:
                 with torch.no_grad():
                     ref_lps = token_logprobs(reference, tok, prompts, actions, eos_id)
-        lp = torch.stack([t.mean() for t in lps])
+        lp = per_action_mean(lps)
         loss = -(adv * lp.float()).mean()
         if reference is not None:
             kl_mean = kl_to_reference(lps, ref_lps).mean()
