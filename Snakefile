@@ -1,7 +1,7 @@
 # Agent² RL-Bench grid: prepare -> baseline -> run agent -> final grade -> summary -> leaderboard
 # and HTML report (results/report/index.html); `snakemake --cores 1 --report report.zip` collects
 # the outputs marked with report() (a zip: the HTML report is a folder).
-#   snakemake --cores all --config grid=ci          (grids: conf/grid/*.yaml; default smoke)
+#   snakemake --cores all --config grid=ci          (grids: conf/grid/*.yaml; default quick)
 #   snakemake -n --config grid=paper                (plan only)
 #   snakemake --cores all --config grid=smoke overrides='["task.params.test_size=50"]'
 # The configuration comes from conf/ through Hydra (see workflow/rules/common.smk).

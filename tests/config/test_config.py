@@ -72,11 +72,33 @@ def test_every_cell_of_every_grid_composes(grid):
 def test_default_config():
     cfg = compose()
     assert (cfg.task.id, cfg.agent.name, cfg.driver.name, cfg.budget.name, cfg.grid.name) == (
-        "gsm8k_arith", "noop", "none", "smoke", "smoke")
+        "gsm8k_arith", "noop", "none", "quick", "quick")
     assert (cfg.seed, cfg.sandbox) == (0, "bwrap")
     assert cfg.task.params["source"]["kind"] == "reasoning_gym"
     assert cfg.agent.command == ["{python}", "{agents}/noop.py"]
-    assert cfg.budget.time_limit_s == 480
+    assert cfg.budget.time_limit_s == 300
+
+
+def test_the_default_grid_plays_every_offline_task_smaller_than_smoke():
+    """`snakemake --cores all` runs the quick grid: the smoke grid's six offline tasks with noop
+    and sft, each on a smaller sealed split, and nothing in it needs the network or ../shared."""
+    quick, smoke = compose(), compose(["grid=smoke"])
+    cells = {(c["task"], c["agent"]) for c in grid_cells(quick)}
+    assert cells == {(task, agent) for task in smoke.grid.tasks for agent in ("noop", "sft")}
+    sizes = {"gsm8k_arith": "test_size", "humaneval": "test_size", "alpacaeval": "test_size",
+             "household": "test_games", "webshop": "test_goals",
+             "deepsearchqa_world": "test_questions"}
+    for task, key in sizes.items():
+        small, large = compose([f"task={task}", "agent=sft"]), compose(
+            ["grid=smoke", f"task={task}", "agent=sft"])
+        assert small.task.params[key] < large.task.params[key], task
+        assert small.budget.time_limit_s < large.budget.time_limit_s, task
+        assert small.agent.settings["sft"]["max_rounds"] == 1, task
+    alpaca = compose(["task=alpacaeval"]).task.params
+    assert (alpaca["eval_source"], alpaca["judge"]["kind"]) == ("bundled", "local")
+    assert compose(["task=webshop"]).task.params["source"] == "procedural"
+    world = compose(["task=deepsearchqa_world"]).task.params
+    assert (world["source"], world["backend"], world["grader"]) == ("world", "local", "match")
 
 
 def test_ci_grid_uses_the_tiny_model_and_small_splits():

@@ -2,7 +2,7 @@
 #
 # The configuration is not a Snakemake configfile: it is composed from conf/ with Hydra's
 # compose API (a2rl.config.compose), exactly as `a2rl run` composes it. Snakemake's own config takes
-#   grid=<name>        conf/grid/<name>.yaml (default: smoke)
+#   grid=<name>        conf/grid/<name>.yaml (default: quick)
 #   infra_retries=N    run again a run the harness failed up to N times (default 2; run.smk)
 #   overrides=[...]    Hydra overrides for every cell, e.g. '["task.params.test_size=50"]'
 #                      (a string is split like a shell line); they may not choose a cell axis.
@@ -55,7 +55,7 @@ def as_override_list(value):
 checked = ComposeCache(Path(".snakemake") / "a2rl-configs")
 
 
-GRID = str(config.get("grid", "smoke"))
+GRID = str(config.get("grid", "quick"))
 # how many times a run the harness failed (run.json status infra_failed) is run again
 INFRA_RETRIES = int(config.get("infra_retries", 2))
 GRID_OVERRIDES = grid_overrides(GRID, as_override_list(config.get("overrides")))

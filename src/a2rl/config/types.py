@@ -158,7 +158,7 @@ class DriverConfig:
 class BudgetConfig:
     """Limits for one agent run. The baseline is measured before the clock starts."""
 
-    name: str = field(default="smoke", metadata={"help": "Names the budget; equals the file name."})
+    name: str = field(default="quick", metadata={"help": "Names the budget; equals the file name."})
     time_limit_s: float = field(default=600.0, metadata={
         "help": "Wall-clock seconds the agent may run; the baseline is measured before."})
     max_submissions: int = field(default=10, metadata={
@@ -245,7 +245,7 @@ class PathsConfig:
 class GridConfig:
     """Which cells a Snakemake / DVC run covers."""
 
-    name: str = field(default="smoke", metadata={"help": "Names the grid; equals the file name."})
+    name: str = field(default="quick", metadata={"help": "Names the grid; equals the file name."})
     tasks: list[str] = field(default_factory=lambda: ["gsm8k"], metadata={
         "help": "Task ids (conf/task/ file names)."})
     agents: list[str] = field(default_factory=lambda: ["noop", "sft"], metadata={

@@ -59,7 +59,7 @@ commands:
                                    an LLM-written narrative.md of one run through the driver
                                    conf/driver/NAME.yaml (optional; never used by summaries)
   doctor [--json] [grid=NAME] [OVERRIDES...]
-                                   check this machine for a grid (default smoke) in about a
+                                   check this machine for a grid (default quick) in about a
                                    minute: sandbox, agents' Python, model, precision, timed
                                    training and generation, each cell's predicted plan
   score TASK --replies FILE [OVERRIDES...]

@@ -1,4 +1,4 @@
-"""``a2rl doctor``: can this machine run a grid (by default the smoke grid) as configured?
+"""``a2rl doctor``: can this machine run a grid (by default the default grid, quick) as configured?
 
 In about a minute it checks that bubblewrap runs a sandbox, that the agents' Python has the
 training stack, and that the base model is prepared (it prepares it when not); reports the
@@ -253,7 +253,7 @@ def plan_cells(grid_cfg: RunConfig) -> list[dict[str, Any]]:
     return cells
 
 
-def diagnose(grid: str = "smoke", extra: list[str] | None = None) -> dict[str, Any]:
+def diagnose(grid: str = "quick", extra: list[str] | None = None) -> dict[str, Any]:
     """Everything ``a2rl doctor`` reports, as a dict."""
     from transformers import AutoTokenizer
 
@@ -318,7 +318,7 @@ def render(report: dict[str, Any]) -> str:
 def main(args: list[str]) -> int:
     as_json = "--json" in args
     rest = [a for a in args if a != "--json"]
-    grid = next((a.split("=", 1)[1] for a in rest if a.startswith("grid=")), "smoke")
+    grid = next((a.split("=", 1)[1] for a in rest if a.startswith("grid=")), "quick")
     report = diagnose(grid, [a for a in rest if not a.startswith("grid=")])
     print(json.dumps(report, indent=1) if as_json else render(report))
     return 0 if report["ok"] else 1
