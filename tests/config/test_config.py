@@ -225,6 +225,20 @@ def test_grid_task_files_size_a_task_for_one_grid_only():
     assert world.budget.time_limit_s == 1500 and world.agent.settings["sft"]["max_len"] == 768
 
 
+def test_the_alfworld_cpu_grid_plays_a_subset_of_the_real_sealed_games_at_50_steps():
+    """Real ALFWorld on a CPU: the real game files, the paper's test split and step limit, 12 of
+    its games, on the task's own small model (the paper grid's is the 7B)."""
+    cfg = compose(["grid=alfworld_cpu", "task=alfworld", "agent=sft"])
+    assert [(c["task"], c["agent"]) for c in grid_cells(cfg)] == [("alfworld", "noop"),
+                                                                   ("alfworld", "sft")]
+    params = cfg.task.params
+    assert (params["source"], params["split"], params["max_steps"], params["test_games"]) == (
+        "alfworld", "eval_out_of_distribution", 50, 12)
+    assert cfg.task.model.name == "smollm2-135m-instruct"
+    assert compose(["grid=paper", "task=alfworld"]).task.model.name != cfg.task.model.name
+    assert (cfg.budget.time_limit_s, cfg.agent.settings["sft"]["steps"]) == (1500, 40)
+
+
 def test_paper_grid_cells():
     cfg = compose(["grid=paper"])
     cells = grid_cells(cfg)

@@ -48,7 +48,7 @@ def cell_outputs(cell: dict) -> set[str]:
     return {str(path) for path in paths}
 
 
-@pytest.mark.parametrize("grid", ["ci", "quick", "smoke", "paper"])
+@pytest.mark.parametrize("grid", ["ci", "quick", "smoke", "alfworld_cpu", "paper"])
 def test_dry_run_plans_every_cell(grid, tmp_path):
     result = snakemake("-n", "--config", f"grid={grid}", workdir=tmp_path)
     output = result.stdout + result.stderr
