@@ -76,7 +76,7 @@ def test_default_config():
     assert (cfg.seed, cfg.sandbox) == (0, "bwrap")
     assert cfg.task.params["source"]["kind"] == "reasoning_gym"
     assert cfg.agent.command == ["{python}", "{agents}/noop.py"]
-    assert cfg.budget.time_limit_s == 300
+    assert cfg.budget.time_limit_s == 210
 
 
 def test_the_default_grid_plays_every_offline_task_smaller_than_smoke():
