@@ -161,3 +161,34 @@ def test_bench_threads_runs_jobs_alone_and_side_by_side(tmp_path):
     assert all(j["seconds"] > 0 and j["prefill_s"] > 0 for j in jobs)
     for key in ("slowdown_two_at_once", "slowdown_two_at_once_1_thread"):
         assert math.isfinite(report[key]) and report[key] > 0
+
+
+def test_grid_timeline_reads_a_real_snakemake_log(tmp_path, capsys):
+    """A two-rule workflow run by Snakemake: the script finds both jobs in the log Snakemake
+    kept, their wildcards, an order that respects the dependency, and the seconds they slept."""
+    import subprocess
+
+    (tmp_path / "Snakefile").write_text(
+        'rule all:\n    input: "b_x.txt"\n\n'
+        'rule a:\n    output: "a_{name}.txt"\n    shell: "sleep 2 && touch {output}"\n\n'
+        'rule b:\n    input: "a_{name}.txt"\n    output: "b_{name}.txt"\n'
+        '    shell: "sleep 1 && touch {output}"\n')
+    done = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    timeline = load_script(REPO / "scripts" / "grid_timeline.py")
+    log = timeline.newest_log(tmp_path)
+    out = tmp_path / "timeline.json"
+    assert timeline.main([str(log), "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    jobs = {j["rule"]: j for j in report["jobs"]}
+    assert set(jobs) == {"a", "b", "all"} and report["unfinished"] == []
+    assert jobs["a"]["wildcards"] == "name=x" and jobs["a"]["start_s"] == 0
+    assert jobs["a"]["end_s"] <= jobs["b"]["start_s"]
+    assert 2 <= jobs["a"]["seconds"] <= 4 and 1 <= jobs["b"]["seconds"] <= 3
+    assert report["wall_s"] >= 3 and report["seconds_per_rule"]["a"] == jobs["a"]["seconds"]
+    # a dry run's log has no job that ran: a clear error, exit 2
+    dry = tmp_path / "dry.log"
+    dry.write_text("Building DAG of jobs...\nJob stats:\njob    count\n")
+    assert timeline.main([str(dry)]) == 2
+    assert "no job both started and finished" in capsys.readouterr().err
