@@ -6,7 +6,8 @@ the seconds per rule, and the grid's wall time from its first job's start to its
 
 Snakemake writes every job's start ("[time]" then "rule NAME:" with its jobid and wildcards) and
 end ("[time]" then "Finished jobid: N (Rule: NAME)") to its log, to the second; this reads those
-lines and nothing else, so it works for any grid, local or on a cluster.
+lines and nothing else (Snakemake 8 and later), so it works for any grid. On a cluster a job's
+start is its submission, so its seconds include the time it waited in the queue.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from a2rl.common.files import print_report
 
 _STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$", re.MULTILINE)
-_START = re.compile(r"^(?:local)?rule (\w+):\n(?:\s+.*\n)*?\s+jobid: (\d+)", re.MULTILINE)
+_START = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):\n(?:\s+.*\n)*?\s+jobid: (\d+)", re.MULTILINE)
 _WILDCARDS = re.compile(r"^\s+wildcards: (.*)$", re.MULTILINE)
 _END = re.compile(r"^Finished jobid: (\d+) \(Rule: (\w+)\)$", re.MULTILINE)
 
@@ -34,30 +35,38 @@ def timeline(text: str) -> dict:
     seconds from the first job's start to the last job's end."""
     stamps = list(_STAMP.finditer(text))
     started: dict[str, tuple[dt.datetime, str, str]] = {}
-    jobs = []
+    jobs, unmatched = [], []
     for i, stamp in enumerate(stamps):
         block = text[stamp.end():stamps[i + 1].start() if i + 1 < len(stamps) else len(text)]
         when = _time(stamp.group(1))
         if end := _END.search(block):
-            begun, rule, wildcards = started.pop(end.group(1), (None, end.group(2), ""))
+            if end.group(1) not in started:  # its start is in a form this does not read
+                unmatched.append({"jobid": int(end.group(1)), "rule": end.group(2)})
+                continue
+            begun, rule, wildcards = started.pop(end.group(1))
             jobs.append({"rule": rule, "wildcards": wildcards, "start": begun, "end": when})
         elif start := _START.search(block):
             wildcards = _WILDCARDS.search(block)
             started[start.group(2)] = (when, start.group(1), wildcards.group(1) if wildcards else "")
-    timed = [j for j in jobs if j["start"] is not None]
-    if not timed:
-        raise ValueError("no job both started and finished in this log: is it a Snakemake log "
-                         "of a run (not a dry run)?")
-    origin = min(j["start"] for j in timed)
+    if not jobs:
+        raise ValueError("no job both started and finished in this log: it needs a run's log "
+                         "(not a dry run's) with Snakemake 8's 'Finished jobid: N (Rule: X)' "
+                         "lines")
+    origin = min(j["start"] for j in jobs)
     rows, per_rule = [], {}
-    for job in timed:
+    for job in jobs:
         seconds = (job["end"] - job["start"]).total_seconds()
         per_rule[job["rule"]] = per_rule.get(job["rule"], 0.0) + seconds
         rows.append({"rule": job["rule"], "wildcards": job["wildcards"], "seconds": seconds,
                      "start_s": (job["start"] - origin).total_seconds(),
                      "end_s": (job["end"] - origin).total_seconds()})
+    unfinished = [{"jobid": int(jobid), "rule": rule, "wildcards": wildcards,
+                   "start_s": (begun - origin).total_seconds()}
+                  for jobid, (begun, rule, wildcards) in started.items()]
     return {"jobs": rows, "seconds_per_rule": per_rule,
-            "wall_s": max(r["end_s"] for r in rows), "unfinished": sorted(started)}
+            "wall_s": max(r["end_s"] for r in rows),
+            "unfinished": sorted(unfinished, key=lambda j: j["jobid"]),
+            "finished_without_start": unmatched}
 
 
 def newest_log(workdir: Path) -> Path:

@@ -36,7 +36,8 @@ def test_the_smoke_grids_household_settings_reach_each_agent():
 
 
 def test_the_agent_reads_the_json_the_harness_writes(monkeypatch):
-    cfg = compose(["agent=sft", "++agent.settings.sft.steps=7", "++agent.settings.sft.lora=true"])
+    cfg = compose(["grid=ci", "agent=sft", "++agent.settings.sft.steps=7",
+                   "++agent.settings.sft.lora=true"])
     env = settings_env(cfg)
     assert json.loads(env[SETTINGS_ENV]) == {**vars(SftSettings()), "steps": 7, "lora": True}
     monkeypatch.setenv(SETTINGS_ENV, env[SETTINGS_ENV])

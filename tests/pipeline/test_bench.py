@@ -182,11 +182,17 @@ def test_grid_timeline_reads_a_real_snakemake_log(tmp_path, capsys):
     assert timeline.main([str(log), "--out", str(out)]) == 0
     report = json.loads(out.read_text())
     jobs = {j["rule"]: j for j in report["jobs"]}
-    assert set(jobs) == {"a", "b", "all"} and report["unfinished"] == []
+    assert set(jobs) == {"a", "b", "all"}
+    assert report["unfinished"] == [] and report["finished_without_start"] == []
     assert jobs["a"]["wildcards"] == "name=x" and jobs["a"]["start_s"] == 0
     assert jobs["a"]["end_s"] <= jobs["b"]["start_s"]
     assert 2 <= jobs["a"]["seconds"] <= 4 and 1 <= jobs["b"]["seconds"] <= 3
     assert report["wall_s"] >= 3 and report["seconds_per_rule"]["a"] == jobs["a"]["seconds"]
+    # a log cut while b runs (a grid still going, or killed): b is listed as unfinished
+    text = log.read_text()
+    partial = timeline.timeline(text[:text.index("Finished jobid", text.index("rule b:"))])
+    assert [j["rule"] for j in partial["jobs"]] == ["a"]
+    assert [(j["rule"], j["wildcards"]) for j in partial["unfinished"]] == [("b", "name=x")]
     # a dry run's log has no job that ran: a clear error, exit 2
     dry = tmp_path / "dry.log"
     dry.write_text("Building DAG of jobs...\nJob stats:\njob    count\n")

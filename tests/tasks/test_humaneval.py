@@ -86,7 +86,7 @@ def test_validation_feedback_needs_a_validation_split():
 
 
 def test_the_conf_file_builds_the_task():
-    cfg = compose(["task=humaneval"])
+    cfg = compose(["grid=paper", "task=humaneval"])  # the task's own split, as the paper's
     assert cfg.task.implemented and cfg.task.level == "L1"
     task = load_task(cfg.task, NO_DATA)
     assert isinstance(task, HumanEvalTask)

@@ -1,4 +1,4 @@
-"""``a2rl doctor``: can this machine run a grid (by default the default grid, quick) as configured?
+"""``a2rl doctor``: can this machine run a grid (by default the quick grid) as configured?
 
 In about a minute it checks that bubblewrap runs a sandbox, that the agents' Python has the
 training stack, and that the base model is prepared (it prepares it when not); reports the
