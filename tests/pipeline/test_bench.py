@@ -198,3 +198,27 @@ def test_grid_timeline_reads_a_real_snakemake_log(tmp_path, capsys):
     dry.write_text("Building DAG of jobs...\nJob stats:\njob    count\n")
     assert timeline.main([str(dry)]) == 2
     assert "no job both started and finished" in capsys.readouterr().err
+
+
+def test_bench_peak_compares_the_prompt_pass_with_bare_matmuls(tmp_path):
+    """Both precisions report the matmul rate on the model's shapes, the prompt pass's rate and
+    the share; the prompt pass's FLOPs are counted from the config as the docstring says."""
+    from types import SimpleNamespace
+
+    bench = load_script(REPO / "scripts" / "bench_peak.py")
+    config = SimpleNamespace(hidden_size=8, intermediate_size=16, num_attention_heads=4,
+                             num_key_value_heads=2, num_hidden_layers=3)
+    # q, o: 8x8; k, v: 8x4; gate, up, down: 8x16 -> 64+64+32+32+384 = 576 weights a layer
+    linear = 2 * 576 * 2 * 5
+    attention = 2 * 2 * 8 * 2 * 5 * 6 / 2
+    assert bench.prompt_pass_flops(config, batch=2, length=5) == 3 * (linear + attention)
+    out = tmp_path / "peak.json"
+    bench.main(["--tiny", "--tokens", "32", "--batch", "2", "--repeats", "1", "--threads", "1",
+                "--out", str(out)])
+    report = json.loads(out.read_text())
+    assert set(report["precisions"]) == {"fp32", "bf16"}
+    for row in report["precisions"].values():
+        assert row["matmul_gflops"] > 0 and row["prompt_pass_gflops"] > 0
+        assert math.isclose(row["share_of_matmul"],
+                            row["prompt_pass_gflops"] / row["matmul_gflops"], abs_tol=0.05)
+    assert report["hardware"]["cpu_cores"] >= 1
