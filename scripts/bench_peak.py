@@ -19,7 +19,6 @@ the attention scores and their weighted sum (causal: the row's position, average
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
@@ -46,9 +45,14 @@ def projection_shapes(config) -> list[tuple[int, int]]:
             (hidden, inter), (hidden, inter), (inter, hidden)]
 
 
+def projection_flops(config, rows: int) -> int:
+    """FLOPs of one decoder layer's projections over ``rows`` tokens: 2 per weight a token."""
+    return 2 * rows * sum(i * o for i, o in projection_shapes(config))
+
+
 def prompt_pass_flops(config, batch: int, length: int) -> float:
     """FLOPs of one prompt pass over ``batch`` rows of ``length`` tokens (see the module doc)."""
-    linear = 2 * sum(i * o for i, o in projection_shapes(config)) * batch * length
+    linear = projection_flops(config, batch * length)
     attention = 2 * 2 * config.hidden_size * batch * length * (length + 1) / 2
     return config.num_hidden_layers * (linear + attention)
 
@@ -57,16 +61,14 @@ def matmul_rate(config, rows: int, dtype, repeats: int) -> float:
     """GFLOP/s of the layer's projections as bare matrix multiplies of ``rows`` tokens."""
     import torch
 
-    x = {i: torch.randn(rows, i, dtype=dtype) for i, _ in projection_shapes(config)}
-    w = [torch.randn(i, o, dtype=dtype) for i, o in projection_shapes(config)]
-    pairs = [(x[wi.shape[0]], wi) for wi in w]
+    pairs = [(torch.randn(rows, i, dtype=dtype), torch.randn(i, o, dtype=dtype))
+             for i, o in projection_shapes(config)]
 
     def run():
         for a, b in pairs:
             torch.matmul(a, b)
 
-    flops = 2 * rows * sum(i * o for i, o in projection_shapes(config))
-    return flops / timed(run, repeats) / 1e9
+    return projection_flops(config, rows) / timed(run, repeats) / 1e9
 
 
 def prompt_pass_rate(model, batch: int, length: int, repeats: int) -> float:
@@ -119,4 +121,3 @@ def main(argv: list[str] | None = None) -> dict:
 
 if __name__ == "__main__":
     main()
-    sys.exit(0)

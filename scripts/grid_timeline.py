@@ -21,7 +21,8 @@ from pathlib import Path
 from a2rl.common.files import print_report
 
 _STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$", re.MULTILINE)
-_START = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):\n(?:\s+.*\n)*?\s+jobid: (\d+)", re.MULTILINE)
+_START = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):\n(?:\s+.*\n)*?\s+jobid: (\d+)",
+                    re.MULTILINE)
 _WILDCARDS = re.compile(r"^\s+wildcards: (.*)$", re.MULTILINE)
 _END = re.compile(r"^Finished jobid: (\d+) \(Rule: (\w+)\)$", re.MULTILINE)
 
@@ -47,7 +48,8 @@ def timeline(text: str) -> dict:
             jobs.append({"rule": rule, "wildcards": wildcards, "start": begun, "end": when})
         elif start := _START.search(block):
             wildcards = _WILDCARDS.search(block)
-            started[start.group(2)] = (when, start.group(1), wildcards.group(1) if wildcards else "")
+            started[start.group(2)] = (when, start.group(1),
+                                       wildcards.group(1) if wildcards else "")
     if not jobs:
         raise ValueError("no job both started and finished in this log: it needs a run's log "
                          "(not a dry run's) with Snakemake 8's 'Finished jobid: N (Rule: X)' "

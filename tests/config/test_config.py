@@ -18,7 +18,7 @@ from a2rl.config.compose import (
     grid_overrides,
     task_overrides,
 )
-from a2rl.config.types import ConfigError, RunConfig
+from a2rl.config.types import DEFAULT_GRID, ConfigError, RunConfig
 
 CONF = conf_dir()
 # groups chosen in conf/config.yaml's defaults list ("optional local" among them)
@@ -73,6 +73,7 @@ def test_default_config():
     cfg = compose()
     assert (cfg.task.id, cfg.agent.name, cfg.driver.name, cfg.budget.name, cfg.grid.name) == (
         "gsm8k_arith", "noop", "none", "quick", "quick")
+    assert cfg.grid.name == DEFAULT_GRID  # what Snakemake and a2rl doctor run by default
     assert (cfg.seed, cfg.sandbox) == (0, "bwrap")
     assert cfg.task.params["source"]["kind"] == "reasoning_gym"
     assert cfg.agent.command == ["{python}", "{agents}/noop.py"]

@@ -36,6 +36,7 @@ from a2rl.config.compose import (
     task_overrides,
 )
 from a2rl.common.layout import Layout, cell_path
+from a2rl.config.types import DEFAULT_GRID
 from a2rl.pipeline.plancache import ComposeCache
 from a2rl.pipeline.resources import check_agent_sizing, resource_keys, rule_resources
 
@@ -55,7 +56,7 @@ def as_override_list(value):
 checked = ComposeCache(Path(".snakemake") / "a2rl-configs")
 
 
-GRID = str(config.get("grid", "quick"))
+GRID = str(config.get("grid", DEFAULT_GRID))
 # how many times a run the harness failed (run.json status infra_failed) is run again
 INFRA_RETRIES = int(config.get("infra_retries", 2))
 GRID_OVERRIDES = grid_overrides(GRID, as_override_list(config.get("overrides")))

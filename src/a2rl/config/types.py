@@ -31,6 +31,9 @@ AGENT_KINDS = ("reference", "llm")
 NETWORK_POLICIES = ("none", "llm", "allowlist", "open")
 DEFAULT_ALLOWLIST = ("pypi.org", "files.pythonhosted.org", "huggingface.co",
                      "cdn-lfs.huggingface.co", "registry.npmjs.org")
+# the grid `snakemake --cores all` and `a2rl doctor` run unless told otherwise; conf/config.yaml
+# chooses the same one for a composition (tests/config/test_config.py checks they agree)
+DEFAULT_GRID = "quick"
 PROVIDERS = ("none", "anthropic", "openai", "gemini", "openai_compatible", "replay")
 
 
@@ -245,7 +248,8 @@ class PathsConfig:
 class GridConfig:
     """Which cells a Snakemake / DVC run covers."""
 
-    name: str = field(default="quick", metadata={"help": "Names the grid; equals the file name."})
+    name: str = field(default=DEFAULT_GRID, metadata={
+        "help": "Names the grid; equals the file name."})
     tasks: list[str] = field(default_factory=lambda: ["gsm8k"], metadata={
         "help": "Task ids (conf/task/ file names)."})
     agents: list[str] = field(default_factory=lambda: ["noop", "sft"], metadata={

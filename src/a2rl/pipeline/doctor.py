@@ -26,7 +26,7 @@ from typing import Any
 from a2rl.common.hardware import AGENT_DEVICE, describe, one_line, resolve_precision
 from a2rl.common.layout import Layout
 from a2rl.config.compose import cell_overrides, compose, grid_cells, grid_overrides
-from a2rl.config.types import RunConfig
+from a2rl.config.types import DEFAULT_GRID, RunConfig
 from a2rl.isolation import agent_python
 from a2rl.pipeline.agent_settings import agent_settings, check_settings
 from a2rl.pipeline.timings import Rates, decode_step_s, measure
@@ -253,7 +253,7 @@ def plan_cells(grid_cfg: RunConfig) -> list[dict[str, Any]]:
     return cells
 
 
-def diagnose(grid: str = "quick", extra: list[str] | None = None) -> dict[str, Any]:
+def diagnose(grid: str = DEFAULT_GRID, extra: list[str] | None = None) -> dict[str, Any]:
     """Everything ``a2rl doctor`` reports, as a dict."""
     from transformers import AutoTokenizer
 
@@ -318,7 +318,7 @@ def render(report: dict[str, Any]) -> str:
 def main(args: list[str]) -> int:
     as_json = "--json" in args
     rest = [a for a in args if a != "--json"]
-    grid = next((a.split("=", 1)[1] for a in rest if a.startswith("grid=")), "quick")
+    grid = next((a.split("=", 1)[1] for a in rest if a.startswith("grid=")), DEFAULT_GRID)
     report = diagnose(grid, [a for a in rest if not a.startswith("grid=")])
     print(json.dumps(report, indent=1) if as_json else render(report))
     return 0 if report["ok"] else 1
