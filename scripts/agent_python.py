@@ -3,16 +3,21 @@
     python scripts/agent_python.py            # build it, or say it is up to date
     python scripts/agent_python.py --vllm     # with vLLM as well (GPU machines)
     python scripts/agent_python.py --force    # rebuild
+    python scripts/agent_python.py --print-requirements   # what scripts/lock.sh locks
 
 A virtual environment of this interpreter's installation with the training stack at the
 versions pyproject.toml pins (a2rl.isolation.agent_python.AGENT_PACKAGES, and the optional
 groups ENV_EXTRAS: the real ALFWorld engine) and nothing of the harness's: no a2rl, no task
-package, no task data. pip's cache makes a rebuild cheap (Fast Downward's wheel included).
+package, no task data. Everything but torch comes from requirements/agents.lock (every
+dependency pinned, with hashes); torch is installed by name first, as scripts/setup.sh does, so
+a GPU machine's CUDA build is kept. pip's cache makes a rebuild cheap (Fast Downward's wheel
+included).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.metadata
 import json
 import shutil
@@ -29,35 +34,52 @@ from a2rl.isolation.agent_python import (
 )
 
 REPO = Path(__file__).resolve().parent.parent
+LOCK = REPO / "requirements" / "agents.lock"
+BOOTSTRAP = REPO / "requirements" / "bootstrap.lock"  # pip and wheel, as in scripts/setup.sh
 
 
 def requirements(vllm: bool) -> list[str]:
     pyproject = REPO / "pyproject.toml"
     wanted = pinned_requirements(pyproject) + extra_requirements(pyproject)
     if vllm:  # the harness's own vLLM (a CUDA build installed by hand) when it has one
-        try:
-            wanted.append(f"vllm=={importlib.metadata.version('vllm')}")
-        except importlib.metadata.PackageNotFoundError:
-            wanted.append("vllm")
+        wanted.append(vllm_requirement())
     return wanted
 
 
-def built_with(venv: Path) -> list[str] | None:
+def vllm_requirement() -> str:
+    try:
+        return f"vllm=={importlib.metadata.version('vllm')}"
+    except importlib.metadata.PackageNotFoundError:
+        return "vllm"
+
+
+def lock_digest(lock: Path = LOCK) -> str:
+    """What the environment is built from: the lock, and the installers of the bootstrap's."""
+    return hashlib.sha256(BOOTSTRAP.read_bytes() + lock.read_bytes()).hexdigest()
+
+
+def built_with(venv: Path) -> dict | None:
+    """What the environment was built from (its marker), or None when it is not complete."""
     marker = venv / MARKER
-    return json.loads(marker.read_text())["requirements"] if marker.is_file() else None
+    return json.loads(marker.read_text()) if marker.is_file() else None
 
 
-def build(venv: Path, wanted: list[str]) -> None:
-    """A fresh venv at ``venv`` with ``wanted``; the marker last, so a broken build shows."""
+def build(venv: Path, wanted: list[str], lock: Path = LOCK) -> None:
+    """A fresh venv at ``venv``: torch by name, then ``lock`` exactly (hashes checked, no
+    resolution), then vLLM when ``wanted`` names it; the marker last, so a broken build shows."""
     if venv.exists():
         shutil.rmtree(venv)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
+    subprocess.run(pip + ["--require-hashes", "-r", str(BOOTSTRAP)], check=True)
     # torch alone first, as scripts/setup.sh does: its CPU wheel before anything pulls CUDA's
-    torch = [r for r in wanted if r.startswith("torch")]
-    subprocess.run(pip + torch, check=True)
-    subprocess.run(pip + wanted, check=True)
-    (venv / MARKER).write_text(json.dumps({"requirements": wanted}, indent=1) + "\n")
+    subprocess.run(pip + [r for r in wanted if r.startswith("torch")], check=True)
+    subprocess.run(pip + ["--require-hashes", "--no-deps", "-r", str(lock)], check=True)
+    vllm = [r for r in wanted if r.startswith("vllm")]
+    if vllm:  # a GPU machine's own stack, not locked (it follows the machine's CUDA)
+        subprocess.run(pip + vllm, check=True)
+    marker = {"requirements": wanted, "lock_sha256": lock_digest(lock)}
+    (venv / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
 
 
 def disk_bytes(path: Path) -> int:
@@ -69,10 +91,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resources", type=Path, default=REPO / "resources")
     parser.add_argument("--vllm", action="store_true", help="install vLLM too (GPU machines)")
     parser.add_argument("--force", action="store_true", help="rebuild even if up to date")
+    parser.add_argument("--print-requirements", action="store_true",
+                        help="print the requirements scripts/lock.sh locks, and stop")
     args = parser.parse_args(argv)
+    if args.print_requirements:
+        print("\n".join(requirements(vllm=False)))
+        return 0
     venv = agent_python_dir(args.resources.resolve())
     wanted = requirements(args.vllm)
-    if not args.force and built_with(venv) == wanted:
+    if not args.force and built_with(venv) == {"requirements": wanted,
+                                               "lock_sha256": lock_digest()}:
         print(f"agent python: {venv} is up to date")
         return 0
     started = time.monotonic()

@@ -17,7 +17,8 @@ if [ -n "$MISSING" ]; then
   # shellcheck disable=SC2086
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $MISSING
 fi
-PY=${PYTHON:-python3}
+cd "$(dirname "$0")/.."
+PY=.venv/bin/python  # the project environment scripts/setup.sh made
 # found, not imported: importing it runs `scontrol show config`, which waits ~9 s for a controller
 # that is not started yet
 "$PY" -c "import importlib.util as u, sys; sys.exit(not u.find_spec('snakemake_executor_plugin_slurm'))" || {

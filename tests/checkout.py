@@ -11,6 +11,8 @@ extra: the tests that read task data run on it too when it is set (``gsm8k_data`
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +49,8 @@ def child_env(**extra: str) -> dict[str, str]:
     env.update(OFFLINE_ENV)
     env["A2RL_AGENT_PYTHON"] = str(AGENT_PYTHON)
     env["A2RL_DATA"] = str(FIXTURE_DATA)
+    # the project environment's commands (dvc, snakemake, a2rl) first, as in an activated venv
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.update(extra)
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(REPO / "src"), str(REPO), env.get("PYTHONPATH")) if p)
@@ -62,3 +66,11 @@ def prepare_in(task, folder: Path) -> tuple:
     out.data.mkdir(parents=True)
     out.sealed.mkdir(parents=True)
     return out, task.prepare(out)
+
+
+def grid_results(grid: str, overrides: Sequence[str] = ()) -> Path:
+    """Where the workflow files a grid's runs, relative to its working directory:
+    results/<grid label>/ (a2rl.config.compose.grid_label)."""
+    from a2rl.config.compose import grid_label
+
+    return Path("results") / grid_label(grid, overrides)

@@ -96,7 +96,7 @@ def blank_summary():
     from a2rl.common.records import Budget, ProcessMetrics, RunSummary, Submissions
 
     return RunSummary(
-        task="a", task_name="a", level="L1", agent="sft", driver="none", seed=0,
+        grid="ci", task="a", task_name="a", level="L1", agent="sft", driver="none", seed=0,
         feedback="test", model="tiny-qwen2", sandbox="bwrap", hardware=None,
         budget=Budget(name="ci", time_limit_s=120, max_submissions=6), status="completed",
         exit_code=0, agent_seconds=1.0, baseline=None, baseline_stderr=None,

@@ -197,7 +197,8 @@ def test_leaderboard_aggregates_seeds(tmp_path):
     assert noop["auc"] == pytest.approx(20.0) and math.isnan(noop["auc_low"])
 
     csv = pd.read_csv(layout.leaderboard_csv)
-    assert list(csv.columns) == ["task", "level", "agent", "driver", "n_seeds", "infra_failed",
+    assert list(csv.columns) == ["grid", "task", "level", "agent", "driver", "n_seeds",
+                                 "infra_failed",
                                  "final_mean",
                                  "final_std", "ci_low", "ci_high", "auc", "auc_low",
                                  "auc_high", "baseline",

@@ -86,7 +86,8 @@ def test_the_default_grid_plays_every_offline_task_smaller_than_smoke():
     quick, smoke = compose(), compose(["grid=smoke"])
     cells = {(c["task"], c["agent"]) for c in grid_cells(quick)}
     assert cells == {(task, agent) for task in smoke.grid.tasks for agent in ("noop", "sft")}
-    sizes = {"gsm8k_arith": "test_size", "humaneval": "test_size", "alpacaeval": "test_size",
+    sizes = {"gsm8k_arith": "test_size", "humaneval": "test_size",
+             "alpacaeval_local": "test_size",
              "household": "test_games", "webshop": "test_goals",
              "deepsearchqa_world": "test_questions"}
     for task, key in sizes.items():
@@ -95,7 +96,7 @@ def test_the_default_grid_plays_every_offline_task_smaller_than_smoke():
         assert small.task.params[key] < large.task.params[key], task
         assert small.budget.time_limit_s < large.budget.time_limit_s, task
         assert small.agent.settings["sft"]["max_rounds"] == 1, task
-    alpaca = compose(["task=alpacaeval"]).task.params
+    alpaca = compose(["task=alpacaeval_local"]).task.params
     assert (alpaca["eval_source"], alpaca["judge"]["kind"]) == ("bundled", "local")
     assert compose(["task=webshop"]).task.params["source"] == "procedural"
     world = compose(["task=deepsearchqa_world"]).task.params
@@ -199,15 +200,17 @@ def test_agent_tasks_limit_an_agent_to_some_tasks():
     cfg = compose(["grid=smoke"])
     pairs = [(c["task"], c["agent"]) for c in grid_cells(cfg)]
     assert pairs == [("gsm8k_arith", "noop"), ("gsm8k_arith", "sft"), ("humaneval", "noop"),
-                     ("humaneval", "sft"), ("alpacaeval", "noop"), ("alpacaeval", "sft"),
-                     ("alpacaeval", "dpo"), ("household", "noop"), ("household", "sft"),
+                     ("humaneval", "sft"), ("alpacaeval_local", "noop"),
+                     ("alpacaeval_local", "sft"), ("alpacaeval_local", "dpo"),
+                     ("household", "noop"), ("household", "sft"),
                      ("household", "sft_grpo"), ("webshop", "noop"), ("webshop", "sft"),
                      ("webshop", "sft_grpo"), ("deepsearchqa_world", "noop"),
                      ("deepsearchqa_world", "sft")]
     # an override of the agents keeps the restriction for those still in the grid
     cfg = compose(["grid=smoke", "grid.agents=[sft]"])
-    assert [c["task"] for c in grid_cells(cfg)] == ["gsm8k_arith", "humaneval", "alpacaeval",
-                                                    "household", "webshop", "deepsearchqa_world"]
+    assert [c["task"] for c in grid_cells(cfg)] == [
+        "gsm8k_arith", "humaneval", "alpacaeval_local", "household", "webshop",
+        "deepsearchqa_world"]
 
 
 def test_grid_task_files_size_a_task_for_one_grid_only():
@@ -219,8 +222,9 @@ def test_grid_task_files_size_a_task_for_one_grid_only():
     assert (smoke.budget.time_limit_s, smoke.budget.count_eval_time) == (1500, False)
     assert compose(["grid=smoke", "task=humaneval"]).budget.time_limit_s == 600
     assert compose(["grid=smoke", "task=gsm8k_arith"]).budget.time_limit_s == 480
-    alpaca = compose(["grid=smoke", "task=alpacaeval"])
+    alpaca = compose(["grid=smoke", "task=alpacaeval_local"])
     assert (alpaca.task.params["judge"]["kind"], alpaca.task.params["test_size"]) == ("local", 50)
+    assert compose(["grid=quick", "task=alpacaeval_local"]).task.params["test_size"] == 20
     assert compose(["grid=paper", "task=alpacaeval"]).task.params["judge"]["kind"] == "api"
     world = compose(["grid=smoke", "task=deepsearchqa_world", "agent=sft"])
     assert world.budget.time_limit_s == 1500 and world.agent.settings["sft"]["max_len"] == 768

@@ -27,7 +27,7 @@ import psutil
 import pytest
 
 from a2rl.config.compose import compose, grid_cells
-from checkout import REPO, child_env
+from checkout import REPO, child_env, grid_results
 
 pytestmark = pytest.mark.integration
 
@@ -35,12 +35,13 @@ TASK = "gsm8k_arith"
 AGENTS = ("noop", "sft")
 CI_TEST_SIZE = 16  # conf/grid_task/ci_gsm8k_arith.yaml: task.params.test_size
 CI_HOUSEHOLD_GAMES = 4  # conf/grid_task/ci_household.yaml: task.params.test_games
-CI_ALPACAEVAL_ITEMS = 8  # conf/grid_task/ci_alpacaeval.yaml: task.params.test_size
+CI_ALPACAEVAL_ITEMS = 8  # conf/grid_task/ci_alpacaeval_local.yaml: task.params.test_size
 WORKSPACE_ENTRIES = {"description.md", "data", "base_model", "code", "output", "scores.json"}
 TIMEOUT_S = 600
 # the whole ci grid (three tasks, six cells, two at a time on 2 cores) took over 10 minutes at
 # a load average of 8; the limit only catches a hang
 GRID_TIMEOUT_S = 1800
+CI_RESULTS = grid_results("ci")  # where the ci grid (and `a2rl run grid=ci`) files its runs
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -67,7 +68,7 @@ def tool_env(root: Path) -> dict[str, str]:
 def logs_of(root: Path, limit: int = 3000) -> str:
     """The tail of every rule / stage log, for failure messages."""
     parts = []
-    for log in sorted((root / "results" / "logs").rglob("*.log")):
+    for log in sorted(root.glob("results/*/logs/**/*.log")):
         parts.append(f"--- {log.relative_to(root)}\n{log.read_text(errors='replace')[-limit:]}")
     return "\n".join(parts)
 
@@ -107,11 +108,11 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 def run_dir(root: Path, agent: str, seed: int = 0) -> Path:
-    return root / "results" / "runs" / TASK / agent / "none" / f"seed{seed}"
+    return root / CI_RESULTS / "runs" / TASK / agent / "none" / f"seed{seed}"
 
 
 def baseline_of(root: Path) -> float:
-    return read_json(root / "results" / "baseline" / TASK / "baseline.json")["test"]["score"]
+    return read_json(root / CI_RESULTS / "baseline" / TASK / "baseline.json")["test"]["score"]
 
 
 def best_of(ledger: list[dict]) -> dict:
@@ -250,8 +251,8 @@ def test_snakemake_ci_grid_records(ci_grid, agent):
 def test_snakemake_ci_grid_household_cell(ci_grid, agent):
     """The L3 cell of the ci grid: sealed games outside the workspace, train games and expert
     trajectories inside it, every submission scored on all the test games."""
-    run_root = ci_grid / "results" / "runs" / "household" / agent / "none" / "seed0"
-    sealed = ci_grid / "results" / "prepared" / "household" / "sealed"
+    run_root = ci_grid / CI_RESULTS / "runs" / "household" / agent / "none" / "seed0"
+    sealed = ci_grid / CI_RESULTS / "prepared" / "household" / "sealed"
     assert len(list(sealed.rglob("*.z8"))) == CI_HOUSEHOLD_GAMES
     workspace = run_root / "workspace"
     assert (workspace / "data" / "train.jsonl").is_file()
@@ -279,8 +280,8 @@ def test_snakemake_ci_grid_alpacaeval_cell(ci_grid, agent):
     """The L2 cell of the ci grid (the tiny model judging itself): references only for the
     training instructions, each evaluated submission's replies and both judge verdicts kept,
     the judge's usage in the ledger and run.json."""
-    run_root = ci_grid / "results" / "runs" / "alpacaeval" / agent / "none" / "seed0"
-    sealed = read_jsonl(ci_grid / "results" / "prepared" / "alpacaeval" / "sealed" /
+    run_root = ci_grid / CI_RESULTS / "runs" / "alpacaeval_local" / agent / "none" / "seed0"
+    sealed = read_jsonl(ci_grid / CI_RESULTS / "prepared" / "alpacaeval_local" / "sealed" /
                         "test.jsonl")
     assert len(sealed) == CI_ALPACAEVAL_ITEMS
     train = {r["instruction"] for r in read_jsonl(run_root / "workspace" / "data" /
@@ -315,7 +316,7 @@ def test_snakemake_ci_grid_workspace(ci_grid, agent):
         if (run_root / "ledger.jsonl").exists():
             assert (workspace / "output" / "ckpt-1" / "config.json").is_file()
 
-    sealed = ci_grid / "results" / "prepared" / TASK / "sealed" / "test.jsonl"
+    sealed = ci_grid / CI_RESULTS / "prepared" / TASK / "sealed" / "test.jsonl"
     questions = [item["question"].encode() for item in read_jsonl(sealed)]
     assert len(questions) == CI_TEST_SIZE
     # everything the sandbox mounts from the run directory: the workspace and the tools
@@ -330,12 +331,12 @@ def test_snakemake_ci_grid_workspace(ci_grid, agent):
 
 
 def test_snakemake_ci_grid_leaderboard(ci_grid):
-    results = ci_grid / "results"
+    results = ci_grid / CI_RESULTS
     with (results / "leaderboard.csv").open() as fh:
         table = list(csv.DictReader(fh))
     # the ci grid's other tasks, the household games and AlpacaEval, are on the board too
     assert {(r["task"], r["level"], r["agent"]) for r in table if r["task"] != TASK} == \
-        {(task, level, agent) for task, level in (("household", "L3"), ("alpacaeval", "L2"))
+        {(task, level, agent) for task, level in (("household", "L3"), ("alpacaeval_local", "L2"))
          for agent in AGENTS}
     rows = {row["agent"]: row for row in table if row["task"] == TASK}
     assert set(AGENTS) <= set(rows)
@@ -359,14 +360,14 @@ def test_dvc_repro_runs_ci_grid(repo_copy):
     output = run([sys.executable, "-m", "dvc", "repro"], repo_copy, GRID_TIMEOUT_S)
     assert "run_grid" in output
     assert "grid=ci" in (repo_copy / "dvc.lock").read_text()
-    results = repo_copy / "results"
+    results = repo_copy / CI_RESULTS
     # DVC removes the stage's non-persistent outputs before running it, so these are new
     assert (results / "leaderboard.csv").stat().st_mtime >= started - 1
     for agent in AGENTS:
         assert (run_dir(repo_copy, agent) / "final.json").is_file()
 
     metrics = run([sys.executable, "-m", "dvc", "metrics", "show"], repo_copy)
-    assert "results/leaderboard.json" in metrics
+    assert f"{CI_RESULTS}/leaderboard.json" in metrics
     for agent in AGENTS:
         assert f"{TASK}.{agent}.none.final_mean" in metrics, metrics
     status = run([sys.executable, "-m", "dvc", "status"], repo_copy)
@@ -389,9 +390,9 @@ def test_dvc_remote_round_trip(repo_copy, tmp_path):
     run([*dvc, "pull"], clone)
     output = run([*dvc, "repro"], clone)
     assert "didn't change, skipping" in output, output
-    assert not (clone / "results" / "logs").exists(), "a Snakemake job ran in the clone"
+    assert not (clone / CI_RESULTS / "logs").exists(), "a Snakemake job ran in the clone"
     assert not (clone / ".snakemake").exists(), "Snakemake ran in the clone"
-    results = Path("results")
+    results = CI_RESULTS
     for name in ("leaderboard.csv", "leaderboard.md", "leaderboard.json"):
         assert (clone / results / name).read_bytes() == (repo_copy / results / name).read_bytes()
     for agent in AGENTS:
@@ -421,7 +422,7 @@ def test_a2rl_run_one_cell(repo_copy):
     summary = read_json(run_root / "summary.json")
     assert (summary["agent"], summary["seed"], summary["status"]) == ("noop", 3, "completed")
     assert (run_root / "summary.md").is_file()
-    assert list((repo_copy / "results" / "hydra" / "run").glob("*/a2rl.log"))
+    assert list((repo_copy / CI_RESULTS / "hydra" / "run").glob("*/a2rl.log"))
 
 
 def test_a2rl_run_sft_grpo_on_household(repo_copy):
@@ -431,7 +432,7 @@ def test_a2rl_run_sft_grpo_on_household(repo_copy):
         "warmup_steps=2", "rounds=1", "iters=1", "games=2", "group=2", "max_steps=3")]
     run(a2rl("run", "grid=ci", "task=household", "agent=sft_grpo", "budget.time_limit_s=400",
              *quick), repo_copy)
-    run_root = repo_copy / "results" / "runs" / "household" / "sft_grpo" / "none" / "seed0"
+    run_root = repo_copy / CI_RESULTS / "runs" / "household" / "sft_grpo" / "none" / "seed0"
     assert read_json(run_root / "run.json")["status"] == "completed"
     ledger = read_jsonl(run_root / "ledger.jsonl")
     assert [Path(e["model_path"]).name for e in ledger] == ["sft-1", "grpo-1"]
@@ -505,7 +506,7 @@ def test_doctor_checks_the_machine_and_plans_each_cell(repo_copy):
     report = json.loads(result.stdout)
     assert all(c["ok"] for c in report["checks"]), report["checks"]
     cells = {c["cell"] for c in report["cells"]}
-    assert cells == {f"{t}/{a}/none/seed0" for t in (TASK, "household", "alpacaeval")
+    assert cells == {f"{t}/{a}/none/seed0" for t in (TASK, "household", "alpacaeval_local")
                      for a in AGENTS}
     assert report["hardware"]["precision"]["inference"] == "fp32"
     assert report["rates"]["train_s_per_token"] > 0 and report["seconds"] < 60

@@ -15,11 +15,12 @@ import pytest
 
 from a2rl.common.layout import Layout
 from a2rl.config.compose import compose, grid_cells, grid_overrides
-from checkout import REPO, child_env
+from checkout import REPO, child_env, grid_results
 
 PLANNED_OUTPUTS = re.compile(r"^ +output: (.*)$", re.MULTILINE)
 CELL_JOB = re.compile(
-    r"^rule run_cell:\n(?:^ +.*\n)*?^ +output: results/runs/(?P<task>[^/\s]+)/(?P<agent>[^/\s]+)"
+    r"^rule run_cell:\n(?:^ +.*\n)*?^ +output: results/[^/\s]+/runs/(?P<task>[^/\s]+)"
+    r"/(?P<agent>[^/\s]+)"
     r"/(?P<driver>[^/\s]+)/seed(?P<seed>\d+)/final\.json", re.MULTILINE)
 
 
@@ -38,10 +39,10 @@ def planned_cells(output: str) -> list[dict]:
     return [{**m.groupdict(), "seed": int(m["seed"])} for m in CELL_JOB.finditer(output)]
 
 
-def cell_outputs(cell: dict) -> set[str]:
-    """What the workflow declares for one cell, relative to its working directory (run.json
-    too is written, but not declared: a2rl.pipeline.cell)."""
-    layout = Layout(results=Path("results"), resources=Path("resources"))
+def cell_outputs(cell: dict, grid: str) -> set[str]:
+    """What the workflow declares for one cell of ``grid``, relative to its working directory
+    (run.json too is written, but not declared: a2rl.pipeline.cell)."""
+    layout = Layout(results=grid_results(grid), resources=Path("resources"))
     run = layout.run(**cell)
     paths = (run.final, run.summary_json, run.summary_md, run.integrity,
              layout.selected_model(**cell))
@@ -59,7 +60,7 @@ def test_dry_run_plans_every_cell(grid, tmp_path):
     # every cell's outputs are planned, in one job per cell (run_cell)
     outputs = {path for line in PLANNED_OUTPUTS.findall(output) for path in line.split(", ")}
     for cell in expected:
-        assert cell_outputs(cell) <= outputs, cell
+        assert cell_outputs(cell, grid) <= outputs, cell
     assert output.count("rule run_cell:") == len(expected)
     assert "run.json" not in " ".join(outputs)  # kept when the job fails (a2rl.pipeline.cell)
     assert "rule build_leaderboard:" in output
@@ -97,7 +98,7 @@ def test_jobs_declare_the_torch_threads_they_run(tmp_path):
         threads.setdefault(rule, set()).add(n)
     assert threads["run_cell"] == {3} and threads["prepare_task"] == {1}, threads
     baselines = {task: n for rule, task, n in jobs if rule == "measure_baseline"}
-    assert baselines.keys() == {"gsm8k_arith", "household", "alpacaeval"}
+    assert baselines.keys() == {"gsm8k_arith", "household", "alpacaeval_local"}
     for task, declared in baselines.items():
         torch_threads = compose([*grid_overrides("ci"), f"task={task}"]).task.inference
         assert declared == (torch_threads.torch_threads or 3), task
@@ -126,11 +127,12 @@ def test_lint_is_clean(tmp_path):
 
 
 def test_unimplemented_task_fails_when_run(tmp_path):
+    results = grid_results("paper", ["task.implemented=false"])
     result = snakemake("--cores", "1", "--config", "grid=paper",
                        'overrides=["task.implemented=false"]', "--",
-                       "results/prepared/webshop/prepared.json", workdir=tmp_path)
+                       f"{results}/prepared/webshop/prepared.json", workdir=tmp_path)
     assert result.returncode != 0
-    log = tmp_path / "results" / "logs" / "prepare_task" / "webshop.log"
+    log = tmp_path / results / "logs" / "prepare_task" / "webshop.log"
     assert "TaskNotImplemented" in log.read_text()
     assert "not implemented yet" in result.stdout + result.stderr
 
@@ -141,12 +143,14 @@ def test_only_infra_failures_are_retried(tmp_path):
     again infra_retries times; the last attempt keeps its infra_failed run.json and finishes
     the cell with it. (The noop agent made an LLM agent by overrides; prepare and baseline run
     for real on the tiny model.)"""
-    cell = "results/runs/gsm8k_arith/noop/none/seed0/run.json"
-    overrides = ('["agent.kind=llm","agent.network=llm","+agent.stack=codex",'
-                 '"+agent.version=0.0.0","agent.command=[]"]')
+    overrides = ["agent.kind=llm", "agent.network=llm", "+agent.stack=codex",
+                 "+agent.version=0.0.0", "agent.command=[]"]
+    results = grid_results("ci", overrides)
+    cell = f"{results}/runs/gsm8k_arith/noop/none/seed0/run.json"
     # the cell's job runs the stages after the run too (final grade, export, summary)
     result = snakemake("--cores", "1", "--config", "grid=ci", "infra_retries=1",
-                       f"overrides={overrides}", "--", cell.replace("run.json", "summary.json"),
+                       f"overrides={json.dumps(overrides)}", "--",
+                       cell.replace("run.json", "summary.json"),
                        workdir=tmp_path, timeout=900)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
@@ -154,7 +158,7 @@ def test_only_infra_failures_are_retried(tmp_path):
     assert record["status"] == "infra_failed", record
     assert record["reason"].startswith("missing_key: DriverKeyMissing")
     assert output.count("Trying to restart job") == 1, output[-4000:]
-    log = (tmp_path / "results/logs/run_agent/gsm8k_arith/noop/none/seed0.log").read_text()
+    log = (tmp_path / results / "logs/run_agent/gsm8k_arith/noop/none/seed0.log").read_text()
     assert log.count("InfraFailed") >= 1
 
 
@@ -164,7 +168,7 @@ def test_a_failed_finish_keeps_the_finished_agent_run(tmp_path):
     written, as a lost node or a crash in the final grade would end it): Snakemake deletes the
     job's declared outputs and retries it, and the retry keeps the run (one agent start, the
     same run.json) and only runs the stages after it."""
-    run = tmp_path / "results/runs/gsm8k_arith/noop/none/seed0"
+    run = tmp_path / grid_results("ci") / "runs/gsm8k_arith/noop/none/seed0"
     command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
                "--directory", str(tmp_path), "--cores", "1", "--config", "grid=ci",
                "infra_retries=1", "--", str((run / "summary.json").relative_to(tmp_path))]

@@ -18,7 +18,8 @@ SVG = "{http://www.w3.org/2000/svg}"
 def curve(task: str, agent: str, seeds: int, reach: float) -> pd.DataFrame:
     mean = np.where(GRID < reach, 20.0, 70.0)
     spread = 5.0 if seeds > 1 else np.nan
-    return pd.DataFrame({"task": task, "level": "L1", "agent": agent, "driver": "none",
+    return pd.DataFrame({"grid": "ci", "task": task, "level": "L1", "agent": agent,
+                         "driver": "none",
                          "series": f"{task}/{agent}/none", "fraction": GRID,
                          "n_seeds": seeds, "best_mean": mean, "band_low": mean - spread,
                          "band_high": mean + spread})[CURVE_COLUMNS]

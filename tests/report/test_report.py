@@ -102,9 +102,9 @@ def test_html_report_renders_in_headless_chromium(runs, browser):
     assert {"Leaderboard", "Score against budget", "By level", "Runs"} <= set(index["h2"])
     assert_page_is_whole(index)
     board = index["tables"][0]
-    assert board[0][:4] == ["task", "level", "agent", "driver"] and "ci_low" in board[0]
+    assert board[0][:5] == ["grid", "task", "level", "agent", "driver"] and "ci_low" in board[0]
     assert board[0].index("auc") == board[0].index("ci_high") + 1  # next to the final score
-    assert sorted(row[2] for row in board[1:]) == ["cheater", "noop", "sft"]
+    assert sorted(row[3] for row in board[1:]) == ["cheater", "noop", "sft"]
     runs_table = index["tables"][-1]
     assert len(runs_table) == 1 + 3
     cheater_row = next(r for r in runs_table if "cheater" in r[0])

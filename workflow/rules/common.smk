@@ -32,6 +32,7 @@ from a2rl.config.compose import (
     cell_overrides,
     composing,
     grid_cells,
+    grid_label,
     grid_overrides,
     task_overrides,
 )
@@ -59,7 +60,16 @@ checked = ComposeCache(Path(".snakemake") / "a2rl-configs")
 GRID = str(config.get("grid", DEFAULT_GRID))
 # how many times a run the harness failed (run.json status infra_failed) is run again
 INFRA_RETRIES = int(config.get("infra_retries", 2))
-GRID_OVERRIDES = grid_overrides(GRID, as_override_list(config.get("overrides")))
+_USER_OVERRIDES = as_override_list(config.get("overrides"))
+if any(o.lstrip("+~").startswith("paths.") for o in _USER_OVERRIDES):
+    raise ValueError("overrides may not set paths.*: the workflow files a grid's runs under "
+                     "./results/<grid label>/; use snakemake --directory to run elsewhere")
+# the grid's runs, leaderboard and report go to results/<label>/: two grids, or one grid under
+# other overrides, never share (or overwrite) a run
+GRID_LABEL = grid_label(GRID, _USER_OVERRIDES)
+GRID_RESULTS = Path("results") / GRID_LABEL
+GRID_OVERRIDES = grid_overrides(
+    GRID, [*_USER_OVERRIDES, f"grid.label={GRID_LABEL}", f"paths.results={GRID_RESULTS}"])
 
 
 def compose_options(axes):
@@ -95,7 +105,7 @@ CELLS = grid_cells(GRID_CFG)
 
 # the rules' paths, relative to the working directory (the jobs' outputs read the same in the
 # plan on every machine); the config must put results and resources there
-PATHS = Layout(results=Path("results"), resources=Path("resources"))
+PATHS = Layout(results=GRID_RESULTS, resources=Path("resources"))
 _layout = Layout.from_paths(GRID_CFG.paths)
 if (_layout.results, _layout.resources) != (PATHS.results.resolve(), PATHS.resources.resolve()):
     raise ValueError(

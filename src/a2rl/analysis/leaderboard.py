@@ -1,8 +1,10 @@
-"""The leaderboard: one row per (task, agent, driver), aggregated over seeds from each run's
-summary.json (a ``RunSummary`` written by ``a2rl.analysis.summary.summarize_run``), and one row
-per (level, agent, driver) aggregated over the level's tasks.
+"""The leaderboard: one row per (grid, task, agent, driver), aggregated over seeds from each
+run's summary.json (a ``RunSummary`` written by ``a2rl.analysis.summary.summarize_run``), and one
+row per (grid, level, agent, driver) aggregated over the level's tasks. ``grid`` is the label of
+the grid the run came from (``GridConfig.label``: its name, with a hash of the command line's
+overrides when there were any), so runs of two grids are never aggregated together.
 
-Columns: task, level, agent, driver, n_seeds (runs scored), infra_failed (runs the harness
+Columns: grid, task, level, agent, driver, n_seeds (runs scored), infra_failed (runs the harness
 failed: run.json status infra_failed, left out of every score and of n_seeds), final_mean and
 final_std (test score of the selected submission over seeds; std with ddof=1, empty for one
 seed), ci_low and ci_high (95 % percentile-bootstrap interval of final_mean over seeds,
@@ -49,15 +51,15 @@ from a2rl.config.types import RunConfig
 
 log = logging.getLogger(__name__)
 
-KEYS = ["task", "level", "agent", "driver"]
+KEYS = ["grid", "task", "level", "agent", "driver"]
 COLUMNS = [*KEYS, "n_seeds", "infra_failed", "final_mean", "final_std", "ci_low", "ci_high",
            "auc", "auc_low", "auc_high", "baseline", "improvement_mean", "final_best", "cost_usd",
            "contaminated"]
 SCORE_COLUMNS = ["final_mean", "final_std", "ci_low", "ci_high", "auc", "auc_low", "auc_high",
                  "baseline", "improvement_mean", "final_best"]
-CURVE_COLUMNS = ["task", "level", "agent", "driver", "series", "fraction", "n_seeds",
+CURVE_COLUMNS = ["grid", "task", "level", "agent", "driver", "series", "fraction", "n_seeds",
                  "best_mean", "band_low", "band_high"]
-LEVEL_KEYS = ["level", "agent", "driver"]
+LEVEL_KEYS = ["grid", "level", "agent", "driver"]
 LEVEL_COLUMNS = [*LEVEL_KEYS, "n_tasks", "n_runs", "infra_failed", "final_mean",
                  "improvement_mean", "ci_low", "ci_high", "cost_usd", "contaminated"]
 BOOTSTRAP = 10_000
@@ -136,7 +138,7 @@ def runs_frame(summaries: Iterable[RunSummary]) -> pd.DataFrame:
     """One row per run: the cell, final, AUC, baseline, improvement, cost, contamination flag
     and whether the harness failed it (``infra``: its scores are NaN, so no aggregate uses
     them)."""
-    runs = pd.DataFrame([{"task": s.task, "level": s.level, "agent": s.agent,
+    runs = pd.DataFrame([{"grid": s.grid, "task": s.task, "level": s.level, "agent": s.agent,
                           "driver": s.driver, "seed": s.seed, "final": s.final_score,
                           "auc": run_auc(s), "baseline": s.baseline,
                           "improvement": s.improvement,
@@ -175,7 +177,7 @@ def leaderboard_frame(summaries: Iterable[RunSummary]) -> pd.DataFrame:
     board["n_seeds"] = board["n_seeds"].astype(int)
     board["infra_failed"] = board["infra_failed"].astype(int)
     board["contaminated"] = board["contaminated"].astype(int)
-    board = board.sort_values(["task", "final_mean"], ascending=[True, False],
+    board = board.sort_values(["grid", "task", "final_mean"], ascending=[True, True, False],
                               na_position="last", kind="stable")
     return board[COLUMNS].reset_index(drop=True)
 
@@ -188,12 +190,12 @@ def curves_frame(summaries: Iterable[RunSummary]) -> pd.DataFrame:
     for s in summaries:
         curve = None if s.status == INFRA_FAILED else budget_curve(s)
         if curve is not None:
-            curves.setdefault((s.task, s.level, s.agent, s.driver), []).append(curve)
+            curves.setdefault((s.grid, s.task, s.level, s.agent, s.driver), []).append(curve)
     parts = []
-    for (task, level, agent, driver), rows in sorted(curves.items()):
+    for (grid, task, level, agent, driver), rows in sorted(curves.items()):
         low, high = bootstrap_band(np.stack(rows))
         parts.append(pd.DataFrame({
-            "task": task, "level": level, "agent": agent, "driver": driver,
+            "grid": grid, "task": task, "level": level, "agent": agent, "driver": driver,
             "series": f"{task}/{agent}/{driver}", "fraction": GRID, "n_seeds": len(rows),
             "best_mean": np.mean(rows, axis=0), "band_low": low, "band_high": high}))
     if not parts:
@@ -207,11 +209,12 @@ def level_frame(summaries: Iterable[RunSummary]) -> pd.DataFrame:
     if runs.empty:
         return pd.DataFrame(columns=LEVEL_COLUMNS)
     rows = []
-    for (level, agent, driver), part in runs.groupby(LEVEL_KEYS, sort=True, dropna=False):
+    for (grid, level, agent, driver), part in runs.groupby(LEVEL_KEYS, sort=True,
+                                                           dropna=False):
         tasks = part.groupby("task", sort=True)
         low, high = stratified_bootstrap_ci([g["improvement"].to_numpy(dtype=float)
                                              for _, g in tasks])
-        rows.append({"level": level, "agent": agent, "driver": driver,
+        rows.append({"grid": grid, "level": level, "agent": agent, "driver": driver,
                      "n_tasks": tasks.ngroups, "n_runs": int(part["scored"].sum()),
                      "infra_failed": int(part["infra"].sum()),
                      "final_mean": tasks["final"].mean().mean(),
@@ -219,7 +222,8 @@ def level_frame(summaries: Iterable[RunSummary]) -> pd.DataFrame:
                      "ci_low": low, "ci_high": high, "cost_usd": part["cost"].mean(),
                      "contaminated": int(part["contaminated"].sum())})
     frame = pd.DataFrame(rows, columns=LEVEL_COLUMNS)
-    return frame.sort_values(["level", "improvement_mean"], ascending=[True, False],
+    return frame.sort_values(["grid", "level", "improvement_mean"],
+                             ascending=[True, True, False],
                              na_position="last", kind="stable").reset_index(drop=True)
 
 

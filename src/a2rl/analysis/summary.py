@@ -160,7 +160,8 @@ def summarize(cfg: RunConfig, layout: Layout,
     cost = llm["cost_usd"] if llm else (0.0 if cfg.driver.name == "none" else None)
 
     return RunSummary(
-        task=cfg.task.id, task_name=cfg.task.package, level=cfg.task.level,
+        grid=cfg.grid.label, task=cfg.task.id, task_name=cfg.task.package,
+        level=cfg.task.level,
         agent=cfg.agent.name, driver=cfg.driver.name, seed=cfg.seed,
         feedback=cfg.task.feedback, model=cfg.task.model.name,
         sandbox=run.sandbox if run else cfg.sandbox,

@@ -354,6 +354,7 @@ class RunSummary(CellRecord):
 
     KIND: ClassVar[str] = "run summary"
 
+    grid: str  # the label of the grid the run belongs to (GridConfig.label)
     task_name: str
     level: str
     feedback: str

@@ -18,6 +18,8 @@ conf/ is found through ``$A2RL_CONF``, else next to the package in a source chec
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -122,6 +124,17 @@ def grid_overrides(grid: str, extra: Iterable[str] = ()) -> list[str]:
             raise ConfigError(f"override {override!r} chooses {key!r}, which the grid decides; "
                               f"change conf/grid/{grid}.yaml or run one cell with `a2rl run`")
     return [f"grid={grid}", *extra]
+
+
+def grid_label(grid: str, extra: Iterable[str] = ()) -> str:
+    """How a grid's runs are filed (``GridConfig.label``, results/<label>/): the grid's name,
+    and when the command line adds overrides, a short hash of them in their order (Hydra applies
+    them in order), so ``grid=smoke`` with a reduced budget never shares runs with ``smoke``."""
+    extra = [str(o) for o in extra]
+    if not extra:
+        return grid
+    digest = hashlib.sha256(json.dumps(extra).encode()).hexdigest()[:8]
+    return f"{grid}-{digest}"
 
 
 def grid_cells(cfg: RunConfig) -> list[dict[str, Any]]:

@@ -250,6 +250,12 @@ class GridConfig:
 
     name: str = field(default=DEFAULT_GRID, metadata={
         "help": "Names the grid; equals the file name."})
+    label: str = field(default="", metadata={
+        "help": "The grid as its runs are filed and labelled: results/<label>/ holds its runs, "
+                "leaderboard and report, and every table row names it. The workflow sets it to "
+                "the name, plus a short hash of the command line's overrides when there are "
+                "any (a2rl.config.compose.grid_label), so two grids, or one grid under other "
+                "overrides, never share a run. Empty: the name."})
     tasks: list[str] = field(default_factory=lambda: ["gsm8k"], metadata={
         "help": "Task ids (conf/task/ file names)."})
     agents: list[str] = field(default_factory=lambda: ["noop", "sft"], metadata={
@@ -268,6 +274,7 @@ class GridConfig:
                 "run is ignored (grid.agents may be overridden)."})
 
     def __post_init__(self) -> None:
+        self.label = self.label or self.name
         require(bool(self.tasks) and bool(self.agents) and bool(self.seeds),
                 f"grid {self.name!r} must name at least one task, agent and seed")
         require(all(seed >= 0 for seed in self.seeds),

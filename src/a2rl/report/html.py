@@ -37,6 +37,7 @@ import pandas as pd
 from a2rl.analysis.leaderboard import (
     COLUMNS,
     LEVEL_COLUMNS,
+    LEVEL_KEYS,
     SCORE_COLUMNS,
     _plain,
     curves_frame,
@@ -79,7 +80,7 @@ def _board_rows(board: pd.DataFrame, links: dict[tuple, list[tuple[int, str]]]) 
                 cells.append(f'<span class="flag">{value}</span>')
             else:
                 cells.append(esc(value) if value is not None else "–")
-        seeds = links.get((r["task"], r["agent"], r["driver"]), [])
+        seeds = links.get((r["grid"], r["task"], r["agent"], r["driver"]), [])
         cells.append(" ".join(f'<a href="runs/{esc(name)}.html">seed {seed}</a>'
                               for seed, name in seeds))
         rows.append(cells)
@@ -90,14 +91,16 @@ def index_page(board: pd.DataFrame, levels: pd.DataFrame, summaries: list[RunSum
                generated: str) -> str:
     links: dict[tuple, list[tuple[int, str]]] = {}
     for s in summaries:
-        links.setdefault((s.task, s.agent, s.driver), []).append((s.seed, s.slug))
+        links.setdefault((s.grid, s.task, s.agent, s.driver), []).append((s.seed, s.slug))
     for seeds in links.values():
         seeds.sort()
     numeric_board = [i for i, c in enumerate(COLUMNS)
                      if c in SCORE_COLUMNS
                      or c in ("n_seeds", "infra_failed", "cost_usd", "contaminated")]
     body = ["<h1>Agent² RL-Bench report</h1>",
-            f"<p class=\"muted\">{len(summaries)} runs; generated {esc(generated)}. Scores are "
+            f"<p class=\"muted\">{len(summaries)} runs of grid "
+            f"{esc(', '.join(sorted({s.grid for s in summaries})) or '–')}; generated "
+            f"{esc(generated)}. Scores are "
             "test scores of each run's selected submission (0-100); intervals are 95 % "
             "bootstrap intervals over seeds.</p>",
             "<h2 id=\"leaderboard\">Leaderboard</h2>"]
@@ -118,7 +121,7 @@ def index_page(board: pd.DataFrame, levels: pd.DataFrame, summaries: list[RunSum
                  "single seed). The auc column is the mean of each run's curve over the budget."
                  "</figcaption></figure>"]
     if not levels.empty:
-        numeric_levels = [i for i, c in enumerate(LEVEL_COLUMNS) if i >= 3]
+        numeric_levels = [i for i, c in enumerate(LEVEL_COLUMNS) if c not in LEVEL_KEYS]
         body += ["<h2 id=\"levels\">By level</h2>", table(LEVEL_COLUMNS, [
             [fmt(_plain(r[c]), signed=c == "improvement_mean") if c in SCORE_COLUMNS
              else fmt(_plain(r[c]), 4) if c == "cost_usd" else esc(_plain(r[c]))
