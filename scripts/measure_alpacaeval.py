@@ -7,7 +7,7 @@ error, the base model's, and the wall time of every stage, cell by cell.
 
 Each cell runs the pipeline's own stages (``a2rl.pipeline.stages``: prepare_model,
 prepare_task, measure_baseline, run_agent, final_grade, summarize_run) on the config
-``grid=smoke task=alpacaeval agent=AGENT``, exactly as ``snakemake --config grid=smoke`` runs
+``grid=smoke task=alpacaeval_local agent=AGENT``, exactly as ``snakemake --config grid=smoke`` runs
 that cell. The JSON (and the Markdown table next to it) is rewritten after every cell, so a
 measurement stopped early keeps the cells it finished. The load average before and after each
 stage is recorded: numbers taken on a shared machine say so.
@@ -49,8 +49,8 @@ def cell_config(agent: str, overrides: list[str]):
     from a2rl.config.compose import compose
 
     data = os.environ.get("A2RL_DATA") or str(REPO.parent / "shared" / "data")
-    return compose(["grid=smoke", "task=alpacaeval", f"agent={agent}", "driver=none", "seed=0",
-                    f"paths.root={REPO}", f"paths.data={data}", *overrides])
+    return compose(["grid=smoke", "task=alpacaeval_local", f"agent={agent}", "driver=none",
+                    "seed=0", f"paths.root={REPO}", f"paths.data={data}", *overrides])
 
 
 def run_stages(cfg) -> list[dict[str, Any]]:

@@ -130,11 +130,13 @@ class AlpacaEvalParams:
     eval_file: str | None = None
     hf_id: str = "tatsu-lab/alpaca_eval"
     hf_file: str = "alpaca_eval_gpt4_baseline.json"
+    hf_revision: str | None = None  # the Hub commit of hf_id (null: the newest)
     test_size: int | None = None
     seed: int = 0
     train_source: str = "alpaca"
     train_size: int | None = 2000
     alpaca_hf_id: str = "tatsu-lab/alpaca"
+    alpaca_revision: str | None = None  # the Hub commit of alpaca_hf_id (null: the newest)
     system_prompt: str | None = None
     max_new_tokens: int = 512
     judge: JudgeParams = field(default_factory=JudgeParams)

@@ -59,7 +59,8 @@ def load_eval_set(p: AlpacaEvalParams, data_root: Path) -> tuple[list[dict[str, 
     else:
         from huggingface_hub import hf_hub_download
 
-        path = hf_hub_download(repo_id=p.hf_id, filename=p.hf_file, repo_type="dataset")
+        path = hf_hub_download(repo_id=p.hf_id, filename=p.hf_file, repo_type="dataset",
+                               revision=p.hf_revision)
         rows = json.loads(Path(path).read_text(encoding="utf-8"))
         where = f"hf:{p.hf_id}/{p.hf_file}"
     return _normalise(rows, where), where
@@ -89,7 +90,7 @@ def alpaca_rows(p: AlpacaEvalParams, sealed: set[str]) -> tuple[list[dict[str, A
     minus rows whose prompt is a sealed instruction; and how many were dropped for that."""
     import datasets
 
-    loaded = datasets.load_dataset(p.alpaca_hf_id, split="train")
+    loaded = datasets.load_dataset(p.alpaca_hf_id, split="train", revision=p.alpaca_revision)
     n = len(loaded) if p.train_size is None else min(p.train_size, len(loaded))
     rows, dropped = [], 0
     for i in range(n):

@@ -45,6 +45,8 @@ class SourceParams:
     kind: str = field(default="jsonl", metadata={"help": f"One of {SOURCE_KINDS}."})
     hf_id: str = field(default="openai/gsm8k", metadata={"help": "Hub dataset id (kind hf)."})
     hf_config: str = field(default="main", metadata={"help": "Hub dataset config (kind hf)."})
+    hf_revision: str | None = field(default=None, metadata={
+        "help": "Hub commit of the dataset (kind hf); null: the main branch's newest."})
     path: str = field(default="gsm8k", metadata={
         "help": "Folder under the data root with train.jsonl and test.jsonl (kind jsonl)."})
     dataset: str = field(default="chain_sum", metadata={

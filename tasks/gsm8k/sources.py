@@ -82,7 +82,8 @@ class FilePool:
     def _read_hf(self, split: str) -> list[dict[str, Any]]:
         import datasets
 
-        ds = datasets.load_dataset(self.params.hf_id, self.params.hf_config, split=split)
+        ds = datasets.load_dataset(self.params.hf_id, self.params.hf_config, split=split,
+                                   revision=self.params.hf_revision)
         return [dict(row) for row in ds]
 
     def find(self, item_id: str, seeds: dict[str, int]) -> dict[str, Any]:

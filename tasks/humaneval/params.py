@@ -51,6 +51,8 @@ class ExtraSource:
     hf_id: str = field(default="google-research-datasets/mbpp", metadata={
         "help": "Hub dataset id."})
     hf_config: str = field(default="full", metadata={"help": "Hub dataset config."})
+    revision: str | None = field(default=None, metadata={
+        "help": "Hub commit of the dataset; null: the main branch's newest."})
     size: int | None = field(default=None, metadata={
         "help": "Problems to draw; null: all."})
     seed: int = field(default=0, metadata={"help": "Seed of the draw."})

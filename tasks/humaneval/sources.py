@@ -122,7 +122,7 @@ def mbpp_problems(source: ExtraSource) -> list[dict[str, Any]]:
     ``source.size`` of them."""
     import datasets
 
-    loaded = datasets.load_dataset(source.hf_id, source.hf_config)
+    loaded = datasets.load_dataset(source.hf_id, source.hf_config, revision=source.revision)
     problems = []
     for split in sorted(loaded.keys()) if hasattr(loaded, "keys") else ["train"]:
         for i, row in enumerate(loaded[split]):

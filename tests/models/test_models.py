@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -380,3 +382,39 @@ def test_convert_smollm2_answers(tmp_path):
     assert answer.strip()
     # the converted model is itself a valid submission against itself
     assert materialize_submission(dest, dest, tmp_path / "out") == dest
+
+
+HUB_DOWNLOAD = """
+import sys
+from pathlib import Path
+from a2rl.config.task import ModelConfig
+from a2rl.models.provision import prepare_base_model
+revision = sys.argv[2] or None
+cfg = ModelConfig(name="hub", source="hf", hf_id="org/tiny", revision=revision)
+prepare_base_model(cfg, Path(sys.argv[1]))
+"""
+
+
+def test_a_hub_model_is_downloaded_at_its_configured_revision(tmp_path, tiny_model):
+    """``source: hf`` with a ``revision`` loads that commit, not the branch's newest: a Hub cache
+    in huggingface_hub's own layout (two commits, refs/main at the newer), read offline by the
+    real loading code in a fresh process."""
+    repo = tmp_path / "hub" / "models--org--tiny"
+    pinned, newer = "1" * 40, "2" * 40
+    build_tiny_model(repo / "snapshots" / pinned, seed=0)
+    build_tiny_model(repo / "snapshots" / newer, seed=1)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(newer)
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
+    weights = {}
+    for name, revision in (("pinned", pinned), ("newest", "")):
+        dest = tmp_path / name
+        subprocess.run([sys.executable, "-c", HUB_DOWNLOAD, str(dest), revision], env=env,
+                       check=True, capture_output=True)
+        weights[name] = load_file(dest / "model.safetensors")
+    snapshot = {rev: load_file(repo / "snapshots" / rev / "model.safetensors")
+                for rev in (pinned, newer)}
+    name = sorted(snapshot[pinned])[0]
+    assert torch.equal(weights["pinned"][name], snapshot[pinned][name])
+    assert torch.equal(weights["newest"][name], snapshot[newer][name])
+    assert not torch.equal(snapshot[pinned][name], snapshot[newer][name])

@@ -35,6 +35,7 @@ from test_integration import (
 
 from a2rl.common.layout import cell_path
 from a2rl.config.compose import compose, grid_cells, grid_overrides
+from checkout import grid_results
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
@@ -44,6 +45,7 @@ REPO = Path(__file__).resolve().parents[2]
 FIXED = ["++agent.settings.sft.max_rounds=2", "++agent.settings.sft.steps=3",
          "budget.time_limit_s=900"]
 GRID = grid_cells(compose(grid_overrides("ci")))
+RESULTS = grid_results("ci", FIXED)  # the cluster override is where, not what: not in the label
 CELLS = [cell_path(**cell) for cell in GRID]
 # the plugin checks job states with squeue (no accounting database here), every few seconds
 SLURM_FLAGS = ["--slurm-status-command", "squeue",
@@ -105,8 +107,8 @@ def rule_jobs(root: Path) -> set[tuple[str, str]]:
     (results/logs/<rule>/<wildcards>.log; a cell's job logs its agent's run and the stages
     after it apart), in the plugin's naming of wildcards."""
     jobs = set()
-    for log in (root / "results" / "logs").rglob("*.log"):
-        folder, *rest = log.relative_to(root / "results" / "logs").with_suffix("").parts
+    for log in (root / RESULTS / "logs").rglob("*.log"):
+        folder, *rest = log.relative_to(root / RESULTS / "logs").with_suffix("").parts
         rule = "run_cell" if folder in ("run_agent", "finish_run") else folder
         if rule in ("build_leaderboard", "build_report"):  # no wildcards
             jobs.add((rule, ""))
@@ -117,8 +119,8 @@ def rule_jobs(root: Path) -> set[tuple[str, str]]:
 
 def compare_runs(before: Path, after: Path, *only: str) -> str:
     """scripts/compare_runs.py over two results/ trees; fails the test on a difference."""
-    args = [sys.executable, str(REPO / "scripts" / "compare_runs.py"), str(before / "results"),
-            str(after / "results"), *only]
+    args = [sys.executable, str(REPO / "scripts" / "compare_runs.py"), str(before / RESULTS),
+            str(after / RESULTS), *only]
     result = subprocess.run(args, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
     return result.stdout
@@ -133,7 +135,7 @@ def local_grid(tmp_path_factory, slurm_grid) -> Path:
     household games are generated afresh by each preparation and differ in order (a property of
     the task, not of where it runs), so both runs start from the same ones."""
     root = repo_copy_at(tmp_path_factory.mktemp("local") / "repo")
-    for prepared in ("results/prepared", "resources/models"):
+    for prepared in (RESULTS / "prepared", "resources/models"):
         shutil.copytree(slurm_grid / prepared, root / prepared, symlinks=True)
     run([sys.executable, "-m", "snakemake", "--profile", "profiles/local", "--config",
          "grid=ci", overrides()], root, timeout=TIMEOUT_S)
@@ -183,11 +185,11 @@ def test_slurm_outputs_equal_a_local_run(slurm_grid, local_grid):
     summary = compare_runs(local_grid, slurm_grid)
     assert "differ" in summary and " 0 differ" in summary, summary
     for cell in CELLS:
-        local = read_json(local_grid / "results" / "runs" / cell / "final.json")
-        remote = read_json(slurm_grid / "results" / "runs" / cell / "final.json")
+        local = read_json(local_grid / RESULTS / "runs" / cell / "final.json")
+        remote = read_json(slurm_grid / RESULTS / "runs" / cell / "final.json")
         assert remote["test_score"] == local["test_score"], cell
-    local_board = board_without_times(local_grid / "results" / "leaderboard.md")
-    assert board_without_times(slurm_grid / "results" / "leaderboard.md") == local_board
+    local_board = board_without_times(local_grid / RESULTS / "leaderboard.md")
+    assert board_without_times(slurm_grid / RESULTS / "leaderboard.md") == local_board
 
 
 def board_without_times(path: Path) -> list[list[str]]:
@@ -210,14 +212,14 @@ def test_cancelled_agent_job_is_rerun_to_a_consistent_run(slurm_grid, local_grid
     run directory is complete and consistent, with the local run's scores. (The finished run
     the first test left is deleted first: a cell's job keeps a finished run.)"""
     cell = "gsm8k_arith/sft/none/seed0"
-    run_root = slurm_grid / "results" / "runs" / cell
+    run_root = slurm_grid / RESULTS / "runs" / cell
     (run_root / "run.json").unlink()
     env = tool_env(slurm_grid) | slurm
     before = set(slurm_jobs_of(slurm_grid))
     command = [sys.executable, "-m", "snakemake", "--profile", "profiles/slurm", *SLURM_FLAGS,
                "--config", "grid=ci", overrides("cluster=localhost"),
-               "--forcerun", f"results/runs/{cell}/summary.json",
-               "--", f"results/runs/{cell}/summary.json"]
+               "--forcerun", f"{RESULTS}/runs/{cell}/summary.json",
+               "--", f"{RESULTS}/runs/{cell}/summary.json"]
     started = time.time()
     with subprocess.Popen(command, cwd=slurm_grid, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True) as snakemake:

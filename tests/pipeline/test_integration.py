@@ -350,6 +350,33 @@ def test_snakemake_ci_grid_leaderboard(ci_grid):
     metrics = read_json(results / "leaderboard.json")
     assert set(AGENTS) <= set(metrics[TASK])
     assert all(f"| {agent} |" in (results / "leaderboard.md").read_text() for agent in AGENTS)
+    assert {row["grid"] for row in table} == {"ci"}
+
+
+# a second small grid: the ci grid cut to one cell, with a reduced budget
+SECOND_GRID = ["grid.tasks=[gsm8k_arith]", "grid.agents=[noop]", "budget.time_limit_s=60"]
+
+
+def test_a_second_grid_leaves_the_first_grids_runs_and_leaderboard_intact(ci_grid):
+    """Two grids in one checkout: each files its runs, leaderboard and report under its own
+    label, the second's under the ci grid's name and a hash of its overrides, and the first
+    grid's records are what they were, byte for byte."""
+    first = ci_grid / CI_RESULTS
+    kept = [first / "leaderboard.csv", first / "leaderboard.md", first / "report" / "index.html",
+            *first.glob("runs/*/*/*/*/run.json"), *first.glob("runs/*/*/*/*/final.json")]
+    before = {path: path.read_bytes() for path in kept}
+    assert len(before) == 3 + 2 * 6  # the ci grid's six cells
+    run([sys.executable, "-m", "snakemake", "--cores", "2", "--config", "grid=ci",
+         f"overrides={json.dumps(SECOND_GRID)}"], ci_grid, GRID_TIMEOUT_S)
+    second = ci_grid / grid_results("ci", SECOND_GRID)
+    assert second.name.startswith("ci-") and second.parent == first.parent
+    assert {path: path.read_bytes() for path in kept} == before
+    with (second / "leaderboard.csv").open() as fh:
+        board = [(r["grid"], r["task"], r["agent"]) for r in csv.DictReader(fh)]
+    assert board == [(second.name, TASK, "noop")]
+    summary = read_json(second / "runs" / TASK / "noop" / "none" / "seed0" / "summary.json")
+    assert (summary["grid"], summary["budget"]["time_limit_s"]) == (second.name, 60)
+    assert f"grid {second.name}" in (second / "report" / "index.html").read_text()
 
 
 # ------------------------------------------------------------------------------ dvc, grid=ci

@@ -158,10 +158,17 @@ def test_gpt52_ranking_judge_is_an_alternative_config():
     assert verdict.p_first == 1.0
 
 
-def test_smoke_config_is_the_offline_variant_with_the_local_judge():
-    p = AlpacaEvalParams.from_dict(compose(["grid=smoke", "task=alpacaeval"]).task.params)
-    assert (p.eval_source, p.train_source, p.judge.kind) == ("bundled", "split", "local")
-    assert p.test_size and p.test_size <= 60 and p.lc_glm == "length_controlled_minimal"
+def test_the_offline_variant_is_a_task_of_its_own_and_alpacaeval_is_always_the_paper_one():
+    """The local-judge variant has its own id, so no table labels its score AlpacaEval 2.0's;
+    the id ``alpacaeval`` is GPT-4 Turbo's judge in every grid."""
+    for grid in ("ci", "quick", "smoke"):
+        cfg = compose([f"grid={grid}", "task=alpacaeval_local"])
+        p = AlpacaEvalParams.from_dict(cfg.task.params)
+        assert (p.eval_source, p.train_source, p.judge.kind) == ("bundled", "split", "local")
+        assert p.test_size and p.test_size <= 60 and p.lc_glm == "length_controlled_minimal"
+        assert "alpacaeval" not in cfg.grid.tasks and "alpacaeval_local" in cfg.grid.tasks
+        paper = AlpacaEvalParams.from_dict(compose([f"grid={grid}", "task=alpacaeval"]).task.params)
+        assert (paper.judge.kind, paper.judge.driver) == ("api", "gpt_4_turbo")
 
 
 def test_bad_params_name_the_key():

@@ -69,7 +69,7 @@ if any(o.lstrip("+~").startswith("paths.") for o in _USER_OVERRIDES):
 GRID_LABEL = grid_label(GRID, _USER_OVERRIDES)
 GRID_RESULTS = Path("results") / GRID_LABEL
 GRID_OVERRIDES = grid_overrides(
-    GRID, [*_USER_OVERRIDES, f"grid.label={GRID_LABEL}", f"paths.results={GRID_RESULTS}"])
+    GRID, [*_USER_OVERRIDES, f"++grid.label={GRID_LABEL}", f"paths.results={GRID_RESULTS}"])
 
 
 def compose_options(axes):

@@ -129,12 +129,20 @@ def grid_overrides(grid: str, extra: Iterable[str] = ()) -> list[str]:
 def grid_label(grid: str, extra: Iterable[str] = ()) -> str:
     """How a grid's runs are filed (``GridConfig.label``, results/<label>/): the grid's name,
     and when the command line adds overrides, a short hash of them in their order (Hydra applies
-    them in order), so ``grid=smoke`` with a reduced budget never shares runs with ``smoke``."""
-    extra = [str(o) for o in extra]
+    them in order), so ``grid=smoke`` with a reduced budget never shares runs with ``smoke``.
+    Overrides of ``cluster`` only say where jobs run, not what they compute: they are left out,
+    so a grid run on Slurm and the same grid run here are filed alike."""
+    extra = [str(o) for o in extra if not placement(str(o))]
     if not extra:
         return grid
     digest = hashlib.sha256(json.dumps(extra).encode()).hexdigest()[:8]
     return f"{grid}-{digest}"
+
+
+def placement(override: str) -> bool:
+    """Whether ``override`` only places jobs (the ``cluster`` group: partitions, sbatch flags)."""
+    key = override.split("=", 1)[0].lstrip("+~")
+    return key == "cluster" or key.startswith("cluster.")
 
 
 def grid_cells(cfg: RunConfig) -> list[dict[str, Any]]:

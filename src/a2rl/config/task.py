@@ -32,6 +32,9 @@ class ModelConfig:
                 "locally trained tokenizer, for tests), hf (a Hub id, downloaded by "
                 "transformers) or path (an existing local HF folder)."})
     hf_id: Optional[str] = field(default=None, metadata={"help": "Hub id when source is hf."})
+    revision: Optional[str] = field(default=None, metadata={
+        "help": "The Hub commit to download when source is hf (a 40-hex commit hash), so that "
+                "the same config always gets the same weights; null: the branch's newest."})
     path: Optional[str] = field(default=None, metadata={
         "help": "Local HF folder when source is path."})
 

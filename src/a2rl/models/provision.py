@@ -43,7 +43,7 @@ def prepare_base_model(cfg: ModelConfig, dest: Path) -> Path:
     if cfg.source == "tiny":
         return dest if is_complete_model(dest) else build_tiny_model(dest)
     if cfg.source == "hf":
-        return _download_hf(cfg.hf_id, dest)
+        return _download_hf(cfg.hf_id, dest, cfg.revision)
     if cfg.source == "path":
         src = Path(cfg.path).expanduser().resolve()
         if not is_complete_model(src):
@@ -203,13 +203,14 @@ def _smollm2_gguf_path() -> Path:
     raise FileNotFoundError(f"{SMOLLM2_DIST} is installed but ships no {SMOLLM2_GGUF}")
 
 
-def _download_hf(hf_id: str, dest: Path) -> Path:
+def _download_hf(hf_id: str, dest: Path, revision: str | None = None) -> Path:
+    """The Hub model ``hf_id`` at ``revision`` (a commit; None: the main branch's newest)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if is_complete_model(dest):
         return dest
-    model = AutoModelForCausalLM.from_pretrained(hf_id)
-    tokenizer = AutoTokenizer.from_pretrained(hf_id)
+    model = AutoModelForCausalLM.from_pretrained(hf_id, revision=revision)
+    tokenizer = AutoTokenizer.from_pretrained(hf_id, revision=revision)
     with atomic_dir(dest) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
