@@ -11,7 +11,6 @@ extra: the tests that read task data run on it too when it is set (``gsm8k_data`
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,8 +48,6 @@ def child_env(**extra: str) -> dict[str, str]:
     env.update(OFFLINE_ENV)
     env["A2RL_AGENT_PYTHON"] = str(AGENT_PYTHON)
     env["A2RL_DATA"] = str(FIXTURE_DATA)
-    # the project environment's commands (dvc, snakemake, a2rl) first, as in an activated venv
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.update(extra)
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(REPO / "src"), str(REPO), env.get("PYTHONPATH")) if p)

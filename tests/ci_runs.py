@@ -46,9 +46,9 @@ def overrides(root: Path, agent: str = "noop") -> list[str]:
 def sealed_items(root: Path) -> list[dict[str, Any]]:
     from a2rl.common.files import iter_jsonl
     from a2rl.common.layout import Layout
-    from a2rl.config.types import PathsConfig
+    from a2rl.config.compose import compose
 
-    layout = Layout.from_paths(PathsConfig(root=str(root)))
+    layout = Layout.from_paths(compose(overrides(root, "noop")).paths)
     return list(iter_jsonl(layout.prepared(TASK).test))
 
 

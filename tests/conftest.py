@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,9 @@ from checkout import AGENT_PYTHON, FIXTURE_GSM8K, FULL_GSM8K, OFFLINE_ENV, GSM8K
 os.environ.update(OFFLINE_ENV)
 # runs in scratch folders use the checkout's agent environment (tests/checkout.py)
 os.environ["A2RL_AGENT_PYTHON"] = str(AGENT_PYTHON)
+# the project environment's commands (dvc, snakemake, a2rl) first on PATH, as in an activated
+# venv: the README runs the tests as .venv/bin/python -m pytest, without activating it
+os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
 
 
 def pytest_collection_modifyitems(config, items):

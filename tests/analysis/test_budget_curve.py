@@ -163,7 +163,8 @@ def test_early_agent_ranks_above_late_one_on_auc_with_equal_final_scores(run_of)
 def test_dvc_draws_budget_curves_csv_with_the_band_template(run_of, tmp_path):
     """dvc.yaml's plot of results/budget_curves.csv, as build_leaderboard writes it, renders
     through the repository's template (.dvc/plots/budget_band.json) without errors."""
-    layout = Layout.from_paths(PathsConfig(root=str(tmp_path)))
+    # where dvc.yaml's stage, the ci grid, files its results
+    layout = Layout.from_paths(PathsConfig(root=str(tmp_path), results="results/ci"))
     runs = seeds(run_of, "sft", [10.0, 40.0]) + seeds(run_of, "noop", [90.0])
     roots = []
     for run in runs:

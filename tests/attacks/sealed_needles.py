@@ -34,15 +34,15 @@ def needles() -> dict[str, list[str]]:
     """{source: its needles}, for every source this checkout has."""
     found = {"humaneval/sealed": humaneval_sealed()}
     files = {"gsm8k/test": [FIXTURE_DATA / "gsm8k" / "test.jsonl"],
-             "alpacaeval/eval": [REPO / "tests/fixtures/alpacaeval/"
-                                        "alpacaeval_alpaca-7b_annotations.json.xz"],
+             # the 805 instructions the task ships (the annotations fixture has none of them)
+             "alpacaeval/eval": [REPO / "tasks/alpacaeval/data/alpaca_eval_gpt4_baseline.json.xz"],
              "webshop/goals": [REPO / "tests/fixtures/webshop/items_human_ins.json"]}
     if FULL_DATA is not None:
         files["gsm8k/test"].append(FULL_DATA / "gsm8k" / "test.jsonl")
         files["alpacaeval/eval"].append(FULL_DATA / "alpacaeval" /
                                         "reference_gpt4_1106_preview.json")
         files["deepsearchqa/all"] = [FULL_DATA / "deepsearchqa" / "DSQA-full.json"]
-    for sealed in sorted((REPO / "results" / "prepared").glob("*/sealed/*.jsonl")):
+    for sealed in sorted((REPO / "results").glob("*/prepared/*/sealed/*.jsonl")):
         files[f"{sealed.parent.parent.name}/sealed/{sealed.name}"] = [sealed]
     for source, paths in files.items():
         found[source] = [n for p in paths if p.is_file() for n in file_needles(p)]

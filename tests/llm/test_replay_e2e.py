@@ -251,7 +251,7 @@ def a2rl_run(root: Path, stack: str, *overrides: str, timeout: float = 900):
                f"driver.script={root / 'script.yaml'}", "budget.time_limit_s=300", *overrides]
     done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True,
                           timeout=timeout, check=False)
-    run = root / "results" / "runs" / "gsm8k_arith" / stack / "replay" / "seed0"
+    run = root / "results" / "ci" / "runs" / "gsm8k_arith" / stack / "replay" / "seed0"
     agent_log = (run / "agent.log").read_text(errors="replace")[-4000:] \
         if (run / "agent.log").exists() else ""
     assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-5000:]}\n{agent_log}"

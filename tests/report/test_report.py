@@ -166,28 +166,29 @@ def test_screenshot_command_writes_pngs(runs, tmp_path):
 
 def test_dvc_shows_the_leaderboard_metrics_and_the_trajectories(runs, tmp_path):
     root = tmp_path / "dvc"
-    (root / "results").mkdir(parents=True)
+    copied = root / "results" / "ci"  # where dvc.yaml's stage (the ci grid) files its results
+    copied.mkdir(parents=True)
     shutil.copy(REPO / "dvc.yaml", root / "dvc.yaml")
     results = runs["layout"].results
     for name in ("leaderboard.json", "leaderboard.csv", "budget_curves.csv"):
-        shutil.copy(results / name, root / "results" / name)
-    shutil.copytree(results / "report", root / "results" / "report")
+        shutil.copy(results / name, copied / name)
+    shutil.copytree(results / "report", copied / "report")
     subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=root, check=True)
     shutil.copytree(REPO / ".dvc" / "plots", root / ".dvc" / "plots")  # the band's template
     metrics = subprocess.run(["dvc", "metrics", "show", "--json"], cwd=root, env=child_env(),
                              capture_output=True, text=True, check=True).stdout
     [workspace] = json.loads(metrics).values()  # keyed "" without git, "workspace" with it
-    shown = workspace["data"]["results/leaderboard.json"]["data"]
+    shown = workspace["data"]["results/ci/leaderboard.json"]["data"]
     assert shown["gsm8k_arith"]["sft"]["none"]["n_seeds"] == 1
     assert shown["levels"]["L1"]["noop"]["none"]["n_tasks"] == 1
     plots = subprocess.run(["dvc", "plots", "show", "--json"], cwd=root, env=child_env(),
                            capture_output=True, text=True, check=True).stdout
     data = json.loads(plots)["data"]
-    assert "results/leaderboard.csv" in data
-    trajectory = data["results/report/trajectories/gsm8k_arith__sft__none__seed0.csv"][0]
+    assert "results/ci/leaderboard.csv" in data
+    trajectory = data["results/ci/report/trajectories/gsm8k_arith__sft__none__seed0.csv"][0]
     assert trajectory["content"]["encoding"]["x"]["field"] == "elapsed_s"
     assert [float(p["best_score"]) for p in trajectory["content"]["data"]["values"]]
-    [budget] = data["results/budget_curves.csv"]
+    [budget] = data["results/ci/budget_curves.csv"]
     curve = [v for v in budget["content"]["data"]["values"] if v["agent"] == "sft"]
     assert curve[0]["fraction"] == "0.0000" and curve[-1]["fraction"] == "1.0000"
     # one seed: the mean is the run's own curve, and there is no band to draw
@@ -270,7 +271,7 @@ def test_a2rl_report_command_rebuilds_the_report(runs, tmp_path):
     index = runs["layout"].report / "index.html"
     before = index.stat().st_mtime_ns
     result = subprocess.run([sys.executable, "-m", "a2rl.pipeline.cli", "report", "--all",
-                             f"paths.root={root}"], capture_output=True, text=True,
+                             "grid=ci", f"paths.root={root}"], capture_output=True, text=True,
                             env=child_env(), timeout=300, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(index)

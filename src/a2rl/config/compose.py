@@ -130,19 +130,26 @@ def grid_label(grid: str, extra: Iterable[str] = ()) -> str:
     """How a grid's runs are filed (``GridConfig.label``, results/<label>/): the grid's name,
     and when the command line adds overrides, a short hash of them in their order (Hydra applies
     them in order), so ``grid=smoke`` with a reduced budget never shares runs with ``smoke``.
-    Overrides of ``cluster`` only say where jobs run, not what they compute: they are left out,
-    so a grid run on Slurm and the same grid run here are filed alike."""
-    extra = [str(o) for o in extra if not placement(str(o))]
+    Overrides that change no cell's result are left out: the ``cluster`` group only says where
+    jobs run (a grid run on Slurm and the same grid run here are filed alike), and the grid's
+    axes only select which of its cells run (``grid.tasks=[gsm8k_arith]`` is part of the grid)."""
+    extra = [str(o) for o in extra if not leaves_results_alone(str(o))]
     if not extra:
         return grid
     digest = hashlib.sha256(json.dumps(extra).encode()).hexdigest()[:8]
     return f"{grid}-{digest}"
 
 
-def placement(override: str) -> bool:
-    """Whether ``override`` only places jobs (the ``cluster`` group: partitions, sbatch flags)."""
+# the grid's keys that only choose cells, never what a cell computes
+CELL_SELECTION = ("grid.tasks", "grid.agents", "grid.drivers", "grid.seeds", "grid.agent_tasks",
+                  "grid.reference_agents")
+
+
+def leaves_results_alone(override: str) -> bool:
+    """Whether ``override`` only places jobs (the ``cluster`` group: partitions, sbatch flags)
+    or selects cells (``CELL_SELECTION``), so that no cell's result depends on it."""
     key = override.split("=", 1)[0].lstrip("+~")
-    return key == "cluster" or key.startswith("cluster.")
+    return key == "cluster" or key.startswith("cluster.") or key in CELL_SELECTION
 
 
 def grid_cells(cfg: RunConfig) -> list[dict[str, Any]]:

@@ -237,7 +237,8 @@ class PathsConfig:
     root: str = field(default=".", metadata={
         "help": "Base of results and resources; the working directory by default."})
     results: str = field(default="results", metadata={
-        "help": "Prepared data, runs, logs and leaderboards, relative to root."})
+        "help": "Prepared data, runs, logs and leaderboards, relative to root: conf/ puts "
+                "them in results/<grid name>/, the workflow in results/<grid label>/."})
     resources: str = field(default="resources", metadata={
         "help": "Prepared base models, relative to root."})
     data: str = field(default="data", metadata={
