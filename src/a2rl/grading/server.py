@@ -26,11 +26,12 @@ from fastapi.responses import JSONResponse
 from a2rl.llm.loopback import LoopbackServer, Served
 
 # the service is a2rl.grading.grader.GradingService (which imports this module, so it is not
-# imported here): submit, refuse, status and events are what the app uses
+# imported here): submit, refuse and status are what the app uses
 GradingService = Any
 
 MAX_BODY_BYTES = 64 * 1024
 BODY_SHAPE = 'the body must be JSON like {"model_path": "output/ckpt-1"}'
+UNAUTHORIZED = "missing or wrong bearer token (use $A2RL_TOKEN)"
 
 
 class BodyTooLarge(Exception):
@@ -93,9 +94,6 @@ class TokenGate:
             print(f"a2rl grader: refused {self.refused} request"
                   f"{'s' if self.refused > 1 else ''} without the run's token (the last: "
                   f"{scope['method']} {scope['path'][:100]!r})", file=sys.stderr, flush=True)
-
-
-UNAUTHORIZED = "missing or wrong bearer token (use $A2RL_TOKEN)"
 
 
 def create_app(service: GradingService, token: str,
