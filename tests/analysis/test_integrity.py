@@ -104,11 +104,10 @@ def test_tamper_log_counts_attempts_not_ordinary_failures(tmp_path):
               LedgerEntry(submission_id=3, time="2026-11-30T05:00:01.000Z", elapsed_s=6.0,
                           model_path="output/a", valid=True, error=None, status_code=200,
                           artifact_hash="f00d", score=40.0)]
-    events = [{"kind": "grader_denied", "method": "POST", "path": "/submit", "elapsed_s": 1.0}]
-    result = integrity.check_tamper(ledger, events, [("agent.log", log), ("code", code)])
-    assert result["by_kind"] == {"grader_unauthorized": 1, "sandbox_denial": 1,
-                                 "sealed_reference": 1, "submission_outside_workspace": 1}
-    assert result["count"] == 4 and result["rejected_count"] == 2
+    result = integrity.check_tamper(ledger, [("agent.log", log), ("code", code)])
+    assert result["by_kind"] == {"sandbox_denial": 1, "sealed_reference": 1,
+                                 "submission_outside_workspace": 1}
+    assert result["count"] == 3 and result["rejected_count"] == 2
     assert {a["source"] for a in result["attempts"]} >= {"agent.log:2", "code/peek.py:1"}
 
 

@@ -100,7 +100,8 @@ class Rig:
         for path in self.store_files():
             assert SEALED.encode() not in path.read_bytes(), path
             assert path.name != SEALED_NAME
-        for line in self.service.ledger.path.read_text().splitlines():
+        ledger = self.service.ledger.path  # none when nothing was recorded
+        for line in ledger.read_text().splitlines() if ledger.exists() else []:
             assert SEALED not in line and str(self.tmp) not in line
 
     def __enter__(self) -> "Rig":

@@ -210,7 +210,8 @@ def test_malformed_requests(server):
     response = conn.getresponse()
     assert response.status == 400 and "model_path" in json.loads(response.read())["error"]
     code, _ = client.request("GET", "/health", url=srv.url, token="")
-    assert code == 200
+    assert code == 401  # no route answers without the token (tests/attacks: a neighbour)
+    assert client.request("GET", "/health", url=srv.url, token=TOKEN) == (200, {"status": "ok"})
     del http
 
 

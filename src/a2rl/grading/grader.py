@@ -313,7 +313,7 @@ class GradingService:
                                          "time_left_s": round(self.clock.time_left(), 1)}
 
     def refuse(self, model_path: object, message: str, status: int) -> dict[str, Any]:
-        """Record a request refused before grading (a bad body, a wrong token)."""
+        """Record a request refused before grading (a body too large or not a submission)."""
         return self._reject(model_path, message, status)
 
     def _reject(self, model_path: object, message: str, status: int,

@@ -14,6 +14,7 @@ from a2rl.llm.wire import (
     OPENAI_RESPONSES,
     PROTOCOLS,
     gemini_method,
+    is_counting,
 )
 
 # the protocols each provider speaks natively
@@ -25,10 +26,12 @@ PROVIDER_PROTOCOLS: dict[str, frozenset[str]] = {
     "replay": frozenset(PROTOCOLS),
 }
 ANTHROPIC_VERSION = "2023-06-01"
-# request headers never forwarded (auth is the proxy's; the rest are per-connection)
-DROPPED_REQUEST_HEADERS = {"host", "content-length", "authorization", "x-api-key",
-                           "x-goog-api-key", "api-key", "connection", "accept-encoding",
-                           "transfer-encoding", "keep-alive", "proxy-authorization"}
+# the agent's request headers passed on to the provider, an allowlist: what any call may carry,
+# and on a native call what its protocol needs (Claude Code's API version and beta features).
+# Everything else stays at the proxy: a key of the agent's, an organisation or project to bill
+# (openai-organization, x-goog-user-project), cookies, forwarding and per-connection headers.
+FORWARDED_HEADERS = frozenset({"accept", "user-agent"})
+FORWARDED_NATIVE_HEADERS = {ANTHROPIC: frozenset({"anthropic-version", "anthropic-beta"})}
 
 
 class ProxyError(RuntimeError):
@@ -75,24 +78,32 @@ class ProxySettings:
 
 def upstream_url(protocol: str, route: str, base: str, path: str, model: str,
                  query: dict[str, str], provider: str = "") -> str:
-    """The provider URL for a call to ``path``. OpenAI-style bases carry the version (/v1);
-    Anthropic and Gemini bases and the replay server's do not."""
-    base = base.rstrip("/")
+    """The provider URL for a call to ``path`` (a path ``protocol_of`` accepted). It is made of
+    the call's fixed path and the driver's model, never of the agent's path, so nothing the
+    agent writes in it (``/..``, an encoded slash) can name another endpoint; of its query only
+    Gemini's ``alt=sse`` (a stream as server-sent events) goes on. OpenAI-style bases carry the
+    version (/v1); Anthropic and Gemini bases and the replay server's do not."""
+    return base.rstrip("/") + upstream_path(protocol, route, path, model, provider) + (
+        "?alt=sse" if route == "native" and protocol == GEMINI and query.get("alt") == "sse"
+        else "")
+
+
+def upstream_path(protocol: str, route: str, path: str, model: str, provider: str) -> str:
     if route != "native":
-        return f"{base}/chat/completions"
+        return "/chat/completions"
     if protocol == GEMINI:
-        _, method = gemini_method(path)
-        params = "&".join(f"{k}={v}" for k, v in query.items() if k != "key")
-        return f"{base}{GEMINI_PREFIX}{model}:{method}" + (f"?{params}" if params else "")
-    if protocol in (OPENAI_CHAT, OPENAI_RESPONSES) and provider != "replay":
-        return base + path.removeprefix("/v1")
-    return base + path
+        return f"{GEMINI_PREFIX}{model}:{gemini_method(path)[1]}"
+    if protocol == ANTHROPIC:
+        return "/v1/messages/count_tokens" if is_counting(protocol, path) else "/v1/messages"
+    version = "/v1" if provider == "replay" else ""
+    return version + ("/chat/completions" if protocol == OPENAI_CHAT else "/responses")
 
 
 def upstream_headers(protocol: str, route: str, settings: ProxySettings,
                      client_headers: dict[str, str]) -> dict[str, str]:
-    headers = {k: v for k, v in client_headers.items()
-               if k.lower() not in DROPPED_REQUEST_HEADERS}
+    forwarded = FORWARDED_HEADERS | (FORWARDED_NATIVE_HEADERS.get(protocol, frozenset())
+                                     if route == "native" else frozenset())
+    headers = {k: v for k, v in client_headers.items() if k.lower() in forwarded}
     headers["accept-encoding"] = "identity"
     key = settings.api_key
     if route == "native" and protocol == ANTHROPIC:
@@ -102,11 +113,7 @@ def upstream_headers(protocol: str, route: str, settings: ProxySettings,
     elif route == "native" and protocol == GEMINI:
         if key:
             headers["x-goog-api-key"] = key
-    else:
-        if route != "native":  # a translated call carries none of the client's protocol
-            headers = {k: v for k, v in headers.items()
-                       if not k.lower().startswith(("anthropic-", "x-goog", "openai-"))}
-        if key:
-            headers["authorization"] = f"Bearer {key}"
+    elif key:
+        headers["authorization"] = f"Bearer {key}"
     headers["content-type"] = "application/json"
     return headers

@@ -28,6 +28,7 @@ translating them into OpenAI chat completions and the answer back is ``a2rl.llm.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -39,6 +40,12 @@ GEMINI = "gemini"
 PROTOCOLS = (OPENAI_CHAT, OPENAI_RESPONSES, ANTHROPIC, GEMINI)
 
 GEMINI_PREFIX = "/v1beta/models/"
+# the Gemini methods an agent may call; with the model one path segment, a path that is not
+# exactly ``/v1beta/models/<model>:<method>`` (one with ``/..`` or an encoded slash after the
+# method, which an HTTP client would resolve into another endpoint) is no Gemini call
+GEMINI_METHODS = ("generateContent", "streamGenerateContent", "countTokens")
+GEMINI_PATH = re.compile(re.escape(GEMINI_PREFIX) + r"([^/:]+):(" + "|".join(GEMINI_METHODS)
+                         + ")")
 
 
 class WireError(ValueError):
@@ -54,15 +61,16 @@ def protocol_of(path: str) -> Optional[str]:
         return OPENAI_RESPONSES
     if path in ("/v1/messages", "/v1/messages/count_tokens"):
         return ANTHROPIC
-    if path.startswith(GEMINI_PREFIX) and ":" in path:
+    if GEMINI_PATH.fullmatch(path):
         return GEMINI
     return None
 
 
 def gemini_method(path: str) -> tuple[str, str]:
-    """(model, method) of a Gemini path like /v1beta/models/gemini-2.5-flash:generateContent."""
-    model, _, method = path[len(GEMINI_PREFIX):].rpartition(":")
-    return model, method
+    """(model, method) of a Gemini path like /v1beta/models/gemini-2.5-flash:generateContent;
+    ("", "") for a path that is not a Gemini call."""
+    match = GEMINI_PATH.fullmatch("/" + path.lstrip("/"))
+    return (match[1], match[2]) if match else ("", "")
 
 
 def is_counting(protocol: str, path: str) -> bool:
