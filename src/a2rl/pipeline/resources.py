@@ -1,9 +1,9 @@
 """Each Snakemake rule's resources, derived from the config rather than written by hand.
 
-A cluster executor (profiles/slurm, profiles/kubernetes) turns them into its requests; a local
+A cluster executor (profiles/slurm) turns them into its requests; a local
 run ignores them. The keys are Snakemake's standard ones and those of the executor plugins:
 ``cpus_per_task``, ``mem_mb``, ``runtime`` (minutes), ``gpu`` and ``gpu_manufacturer``
-(Kubernetes), and ``slurm_partition`` / ``slurm_extra`` where conf/cluster/ names them.
+(a GPU executor's), and ``slurm_partition`` / ``slurm_extra`` where conf/cluster/ names them.
 
 - ``run_cell`` runs a cell's stages in one job: ``run_agent`` (the agent's ``agent.resources``,
   for the budget's time limit plus what the harness adds to it: an evaluation in flight at the
