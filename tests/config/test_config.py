@@ -3,6 +3,7 @@ key; grids expand into the right cells."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -328,3 +329,23 @@ def test_compositions_in_a_composing_block_share_one_hydra_and_agree():
             compose(["grid=ci", "agent=no_such_agent"])
     assert not GlobalHydra.instance().is_initialized()
     assert shared == alone
+
+
+HUB_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+def test_every_hub_model_and_dataset_in_conf_names_a_commit():
+    """What conf/ loads from the Hub is pinned to a commit, so that one config gets the same
+    weights and items in six months (the loading code passes it on: tests/models, tasks)."""
+    from a2rl_tasks.alpacaeval.params import AlpacaEvalParams
+    from a2rl_tasks.gsm8k.params import GSM8KParams
+
+    models = [yaml.safe_load(path.read_text()) for path in (conf_dir() / "model").glob("*.yaml")]
+    assert [m for m in models if m["source"] == "hf"]
+    for model in models:
+        assert model["source"] != "hf" or HUB_COMMIT.match(model["revision"]), model
+    source = GSM8KParams.from_dict(compose(["task=gsm8k"]).task.params).source
+    assert source.kind == "hf" and HUB_COMMIT.match(source.hf_revision)
+    for task in ("alpacaeval", "alpacaeval_gpt52"):
+        params = AlpacaEvalParams.from_dict(compose([f"task={task}"]).task.params)
+        assert HUB_COMMIT.match(params.hf_revision) and HUB_COMMIT.match(params.alpaca_revision)

@@ -198,14 +198,16 @@ def test_hf_source_reads_both_splits(tmp_path, gsm8k_data, monkeypatch):
 
     calls = []
 
-    def fake_load_dataset(hf_id, hf_config, split):
-        calls.append((hf_id, hf_config, split))
+    def fake_load_dataset(hf_id, hf_config, split, revision):
+        calls.append((hf_id, hf_config, split, revision))
         return read_jsonl(gsm8k_data.root / "gsm8k" / f"{split}.jsonl")[:40]
 
     monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
     out = PreparedTaskPaths(tmp_path)
-    manifest = task_with(source="hf", test_size=10, train_size=20).prepare(out)
-    assert sorted(calls) == [("openai/gsm8k", "main", "test"), ("openai/gsm8k", "main", "train")]
+    source = {"kind": "hf", "hf_revision": "7" * 40}
+    manifest = task_with(source=source, test_size=10, train_size=20).prepare(out)
+    assert sorted(calls) == [("openai/gsm8k", "main", split, "7" * 40)
+                             for split in ("test", "train")]
     assert manifest["sizes"] == {"train": 20, "validation": 0, "test": 10}
     assert read_jsonl(out.test)[0]["id"].startswith("gsm8k-test-")
 

@@ -204,14 +204,14 @@ def test_extra_training_problems_from_mbpp(tmp_path, monkeypatch):
     ]
     calls = []
 
-    def fake_load_dataset(hf_id, hf_config):
-        calls.append((hf_id, hf_config))
+    def fake_load_dataset(hf_id, hf_config, revision):
+        calls.append((hf_id, hf_config, revision))
         return {"test": rows[:2], "train": rows[2:]}
 
     monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
     out = PreparedTaskPaths(tmp_path)
-    facts = task_with(extra_train=[{"kind": "mbpp"}]).prepare(out)
-    assert calls == [("google-research-datasets/mbpp", "full")]
+    facts = task_with(extra_train=[{"kind": "mbpp", "revision": "5" * 40}]).prepare(out)
+    assert calls == [("google-research-datasets/mbpp", "full", "5" * 40)]
     assert facts["sizes"]["train_extra"] == 2 and facts["sizes"]["train"] == 84
     extra = [row for row in read_jsonl(out.data / "train.jsonl") if row["source"] == "mbpp"]
     assert {row["entry_point"] for row in extra} == {"similar_elements", "is_not_prime"}
