@@ -27,6 +27,7 @@ from a2rl.common.beneath import (
     shown,
 )
 from a2rl.common.clock import BudgetClock
+from a2rl.grading.answers import answer, log_detail
 from a2rl.grading.limits import EvaluationTimedOut, call_with_deadline
 from a2rl.models.hf_folder import content_hash
 from a2rl.models.submission import InvalidSubmission, materialize_submission
@@ -172,6 +173,7 @@ def score_artifact(artifact: Path, base_model: Path, evaluate: Evaluator,
     their time given back; a missing base model (the harness's fault) raises
     FileNotFoundError."""
     model_dir = materialize_submission(artifact, base_model, Path(artifact).parent / "model")
+    check_chat_template(model_dir)
     clock = clock or BudgetClock(0)
     clock.begin_eval()
     try:
@@ -181,9 +183,31 @@ def score_artifact(artifact: Path, base_model: Path, evaluate: Evaluator,
         raise
     except Exception as err:
         clock.end_eval("charged")
-        raise InvalidSubmission(f"the model could not be evaluated: "
-                                f"{type(err).__name__}: {err}") from err
+        # the sealed split was in play: its items may be in the error (a2rl.grading.answers)
+        log_detail("eval_failed", err, str(artifact))
+        raise InvalidSubmission(answer("eval_failed")) from None
     return result, clock.end_eval("eval")
+
+
+# what the template is first rendered with: harness text only, before any task data is near
+PROBE_CONVERSATION = [{"role": "system", "content": "You are a helpful assistant."},
+                      {"role": "user", "content": "What is 2 + 3?"}]
+
+
+def check_chat_template(model_dir: Path) -> None:
+    """Render the submission's chat template on PROBE_CONVERSATION, so that a template that
+    fails at all fails here, with an answer from the closed vocabulary, before the sealed split
+    is touched. A folder without a template is left to the task (plain prompts)."""
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        if getattr(tokenizer, "chat_template", None):
+            tokenizer.apply_chat_template(PROBE_CONVERSATION, tokenize=False,
+                                          add_generation_prompt=True)
+    except Exception as err:
+        log_detail("chat_template_failed", err, str(model_dir))
+        raise InvalidSubmission(answer("chat_template_failed")) from None
 
 
 def copy_artifact(resolver: WorkspaceResolver, src: PurePosixPath | Path, store: Path,

@@ -17,6 +17,7 @@ from a2rl.common.clock import BudgetClock
 from a2rl.common.events import EventLog
 from a2rl.common.files import read_json, utc_now, write_json_atomic
 from a2rl.common.records import ANSWER, LedgerEntry
+from a2rl.grading.answers import ANSWERS, answer, log_detail
 from a2rl.grading.artifacts import (
     Evaluator,
     SubmissionRejected,
@@ -194,8 +195,8 @@ class GradingService:
                                                   f"fault; it does not count): {err}", code,
                                       failed=(err.status, err.artifact_hash))
         except Exception as err:  # a harness fault must not take the server down
-            return 500, self._reject(model_path, f"internal grader error: "
-                                                 f"{type(err).__name__}: {err}", 500)
+            log_detail("internal_error", err, clipped(model_path))
+            return 500, self._reject(model_path, answer("internal_error"), 500)
 
     # -- steps --------------------------------------------------------------------------------
     def _grade(self, model_path: object) -> dict[str, Any]:
@@ -227,8 +228,9 @@ class GradingService:
         try:
             result, seconds = score_artifact(artifact, self.base_model, self.evaluate,
                                              self.clock, self.settings.eval_timeout_s)
-        except GradingUnavailable as err:
-            raise GradingFailed(str(err), digest) from err
+        except GradingUnavailable as err:  # a judge's error may quote the sealed prompt
+            log_detail("grading_unavailable", err, digest)
+            raise GradingFailed(ANSWERS["grading_unavailable"], digest) from err
         except EvaluationTimedOut as err:
             self.events.emit("error", message=f"evaluation of {digest[:12]} timed out; its "
                                               f"thread {'stopped' if err.stopped else 'runs on'}")
