@@ -17,7 +17,6 @@ included).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib.metadata
 import json
 import shutil
@@ -26,16 +25,19 @@ import sys
 import time
 from pathlib import Path
 
+from a2rl.common.interpreter import base_interpreter
 from a2rl.isolation.agent_python import (
     MARKER,
     agent_python_dir,
     extra_requirements,
+    locks_digest,
     pinned_requirements,
 )
 
 REPO = Path(__file__).resolve().parent.parent
-LOCK = REPO / "requirements" / "agents.lock"
-BOOTSTRAP = REPO / "requirements" / "bootstrap.lock"  # pip and wheel, as in scripts/setup.sh
+REQUIREMENTS = REPO / "requirements"
+LOCK = REQUIREMENTS / "agents.lock"
+BOOTSTRAP = REQUIREMENTS / "bootstrap.lock"  # pip and wheel, as in scripts/setup.sh
 
 
 def requirements(vllm: bool) -> list[str]:
@@ -53,32 +55,27 @@ def vllm_requirement() -> str:
         return "vllm"
 
 
-def lock_digest(lock: Path = LOCK) -> str:
-    """What the environment is built from: the lock, and the installers of the bootstrap's."""
-    return hashlib.sha256(BOOTSTRAP.read_bytes() + lock.read_bytes()).hexdigest()
-
-
 def built_with(venv: Path) -> dict | None:
     """What the environment was built from (its marker), or None when it is not complete."""
     marker = venv / MARKER
     return json.loads(marker.read_text()) if marker.is_file() else None
 
 
-def build(venv: Path, wanted: list[str], lock: Path = LOCK) -> None:
+def build(venv: Path, wanted: list[str]) -> None:
     """A fresh venv at ``venv``: torch by name, then ``lock`` exactly (hashes checked, no
     resolution), then vLLM when ``wanted`` names it; the marker last, so a broken build shows."""
     if venv.exists():
         shutil.rmtree(venv)
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([base_interpreter(), "-m", "venv", str(venv)], check=True)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
     subprocess.run(pip + ["--require-hashes", "-r", str(BOOTSTRAP)], check=True)
     # torch alone first, as scripts/setup.sh does: its CPU wheel before anything pulls CUDA's
     subprocess.run(pip + [r for r in wanted if r.startswith("torch")], check=True)
-    subprocess.run(pip + ["--require-hashes", "--no-deps", "-r", str(lock)], check=True)
+    subprocess.run(pip + ["--require-hashes", "--no-deps", "-r", str(LOCK)], check=True)
     vllm = [r for r in wanted if r.startswith("vllm")]
     if vllm:  # a GPU machine's own stack, not locked (it follows the machine's CUDA)
         subprocess.run(pip + vllm, check=True)
-    marker = {"requirements": wanted, "lock_sha256": lock_digest(lock)}
+    marker = {"requirements": wanted, "lock_sha256": locks_digest(REQUIREMENTS)}
     (venv / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
 
 
@@ -100,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     venv = agent_python_dir(args.resources.resolve())
     wanted = requirements(args.vllm)
     if not args.force and built_with(venv) == {"requirements": wanted,
-                                               "lock_sha256": lock_digest()}:
+                                               "lock_sha256": locks_digest(REQUIREMENTS)}:
         print(f"agent python: {venv} is up to date")
         return 0
     started = time.monotonic()

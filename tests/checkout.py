@@ -11,6 +11,7 @@ extra: the tests that read task data run on it too when it is set (``gsm8k_data`
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,9 @@ FULL_DATA = Path(os.environ["A2RL_DATA"]).resolve() if os.environ.get("A2RL_DATA
 # whatever their results/ and resources/ folders (a2rl.isolation.agent_python.PYTHON_ENV)
 AGENT_PYTHON = Path(os.environ.get("A2RL_AGENT_PYTHON")
                     or REPO / "resources" / "agent-python").resolve()
+# the harness's interpreter as the sandbox shows it: a venv's own (.venv/bin/python, in the
+# checkout, which the sandbox hides) is its base installation's, mounted with that installation
+SANDBOX_PYTHON = getattr(sys, "_base_executable", sys.executable)
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import json
 import shutil
-import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import pytest
 from hostile_sandbox import attack, make_cell
 
 from a2rl.config.compose import compose
+from a2rl.isolation.agent_python import base_installation
 from a2rl.isolation.sandbox import RELAY
 from a2rl.llm.drivers import StackRun
 from a2rl.llm.stacks import CLI_VIEW, AgentNotInstalled, stack_of, tools_dir
@@ -161,8 +161,10 @@ def test_an_llm_agent_clis_venv_names_no_host_path(tmp_path):
     result = attack(cell, PROGRAM, encoded(secrets), encoded([CLI_VIEW]), timeout_s=240).result
 
     prefix, base, *path = result["cli_python"]
-    assert prefix == f"{CLI_VIEW}/venv" and base.startswith("/opt/python"), result["cli_python"]
-    assert all(p.startswith("/opt/") for p in path if p), path
+    # its base: a Python installation of its own at a neutral path, or the system's under /usr
+    assert prefix == f"{CLI_VIEW}/venv" and (base.startswith("/opt/python") or base == "/usr"), \
+        result["cli_python"]
+    assert all(p.startswith(("/opt/", "/usr/")) for p in path if p), path
     assert result["files"] > 2000, result["files"]  # the CLI's venv was read too
     assert result["hits"] == {}, result["hits"]
     assert result["mountinfo"] == [], result["mountinfo"]
@@ -185,15 +187,15 @@ def test_home_path_is_readable_only_where_the_python_installation_lives(tmp_path
     cell = make_cell(tmp_path)
     home = str(Path.home())
     result = attack(cell, PROGRAM, encoded([home]), encoded([]), timeout_s=120).result
-    under_home = sys.base_prefix.startswith(home + "/") or sys.prefix.startswith(home + "/")
-    if not under_home:
-        assert result["hits"] == {} and result["mount_roots"] == {}, result
-        return
-    # the base installation (pyenv's) and the agents' environment are shown at /opt/python and
-    # /opt/agent-python: the base's own files name the prefix it was built for (sysconfig's
-    # build flags, python3-config), the mountinfo root field of the two mounts names their host
-    # paths; nothing else does, and the interpreter's path (the agent's command, a launcher's
-    # #!) is the neutral one. When the home is /root, the sandbox's own passwd names it too.
+    base = str(base_installation(AGENT_PYTHON))
+    if not base.startswith(home + "/"):  # a system Python: no mount names the home folder
+        assert result["mount_roots"] == {}, result
+    # The home's path as text: a base installation under it (pyenv's, shown at /opt/python)
+    # names it in its own files (sysconfig's build flags, python3-config), and the mountinfo
+    # root field of the base's and the agents' environment's mounts names their host paths;
+    # library sources in either may hold the string "/root" as well. Nothing else does, and the
+    # interpreter's path (the agent's command, a launcher's #!) is the neutral one. When the
+    # home is /root, the sandbox's own passwd names it too.
     python = ("/opt/python/", "/opt/agent-python/")
     allowed = {"/etc/passwd"} if home == "/root" else set()
     for names in result["hits"].values():

@@ -21,6 +21,7 @@ from a2rl.isolation.agent_python import (
     base_installation,
     extra_requirements,
     interpreter,
+    locks_digest,
     pinned_requirements,
     python_view,
     stage_view,
@@ -77,7 +78,8 @@ def test_the_build_script_keeps_an_environment_with_the_same_pins(tmp_path):
     venv.mkdir()
     pyproject = REPO / "pyproject.toml"
     pins = pinned_requirements(pyproject) + extra_requirements(pyproject)
-    (venv / MARKER).write_text(json.dumps({"requirements": pins}))
+    marker = {"requirements": pins, "lock_sha256": locks_digest(REPO / "requirements")}
+    (venv / MARKER).write_text(json.dumps(marker))
     env = child_env()
     env.pop("A2RL_AGENT_PYTHON")
     done = subprocess.run([sys.executable, str(REPO / "scripts" / "agent_python.py"),

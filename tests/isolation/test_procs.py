@@ -10,6 +10,7 @@ import pytest
 
 from a2rl.isolation.procs import run_until
 from a2rl.isolation.sandbox import Sandbox
+from checkout import SANDBOX_PYTHON
 
 # Starts a detached daemon (double fork + setsid) and a plain child, records their pids in the
 # log, then sleeps far past any deadline.
@@ -65,7 +66,7 @@ def test_deadline_kills_everything_inside_the_sandbox(tmp_path):
         (tmp_path / sub).mkdir(parents=True)
     (ws / "code" / "agent_sandboxed_sleeper.py").write_text(AGENT)
     sandbox = Sandbox("bwrap", ws, tmp_path / "tools", tmp_path / "grader")
-    argv = sandbox.command([sys.executable, "/workspace/code/agent_sandboxed_sleeper.py"],
+    argv = sandbox.command([SANDBOX_PYTHON, "/workspace/code/agent_sandboxed_sleeper.py"],
                            {"PATH": "/usr/bin"})
     outcome = run_until(argv, sandbox.host_env({}), ws, tmp_path / "agent.log",
                         deadline_in(2.0), grace_s=1.0)

@@ -12,6 +12,7 @@ import pytest
 
 from a2rl.isolation.sandbox import Sandbox, SandboxUnavailable
 from a2rl.isolation.workspace import provision_workspace
+from checkout import SANDBOX_PYTHON
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 
@@ -65,7 +66,7 @@ def run_dir(tmp_path):
 def run_probe(run: Path, secrets: dict, network: str = "none") -> dict:
     sandbox = Sandbox("bwrap", run / "workspace", run / "tools", run / "grader", network)
     uid = sandbox.uid
-    argv = sandbox.command([sys.executable, "-c", PROBE, json.dumps(secrets)], {"PATH": "/usr/bin"})
+    argv = sandbox.command([SANDBOX_PYTHON, "-c", PROBE, json.dumps(secrets)], {"PATH": "/usr/bin"})
     done = subprocess.run(argv, capture_output=True, text=True, env=sandbox.host_env({}),
                           timeout=60)
     assert done.returncode == 0, done.stderr
@@ -127,7 +128,7 @@ def test_only_the_open_policy_reaches_host_loopback(run_dir):
     results = {}
     for network in ("open", "llm", "allowlist", "none"):
         sandbox = Sandbox("bwrap", run / "workspace", run / "tools", run / "grader", network)
-        argv = sandbox.command([sys.executable, "-c", code], {"PATH": "/usr/bin"})
+        argv = sandbox.command([SANDBOX_PYTHON, "-c", code], {"PATH": "/usr/bin"})
         results[network] = subprocess.run(argv, capture_output=True, text=True,
                                           env=sandbox.host_env({}), timeout=60)
     server.close()
@@ -150,7 +151,7 @@ def test_host_paths_under_tmp_stay_visible(tmp_path):
         (tmp_path / sub).mkdir(parents=True)
     sandbox = Sandbox("bwrap", tmp_path / "ws", tmp_path / "t", tmp_path / "g",
                       extra_ro=[tool])
-    argv = sandbox.command([sys.executable, "-c", f"print(open('{tool}/hello.txt').read())"],
+    argv = sandbox.command([SANDBOX_PYTHON, "-c", f"print(open('{tool}/hello.txt').read())"],
                            {"PATH": "/usr/bin"})
     done = subprocess.run(argv, capture_output=True, text=True, env=sandbox.host_env({}),
                           timeout=60)
@@ -173,12 +174,23 @@ def test_gpu_device_nodes_are_bound_into_the_sandbox(monkeypatch, tmp_path):
     assert command.index("--dev") < command.index("--dev-bind")  # on top of the fresh /dev
 
 
+def base_view(venv: Path, view: str = "/opt/python") -> dict:
+    """Where the sandbox shows ``venv``'s base installation: a Python of its own (pyenv's,
+    conda's) at ``view``, every path of the interpreter below /opt/; the distribution's Python
+    as it is, mounted with /usr (its standard library under /usr/lib/python3.X)."""
+    from a2rl.isolation.agent_python import base_installation, outside_usr
+
+    if outside_usr(base_installation(venv)):
+        return {"prefix": view, "path": ("/opt/",)}
+    return {"prefix": "/usr", "path": ("/opt/", "/usr/lib/python3"), "system": True}
+
+
 AGENT_PYTHON_PROBE = r'''
 import importlib.util, json, os, shutil, sys, sysconfig
 out = {"python3": shutil.which("python3"), "prefix": sys.prefix, "base_prefix": sys.base_prefix,
        "path": [p for p in sys.path if p],
-       "base_site": sorted(os.listdir(sysconfig.get_paths(vars={"base": sys.base_prefix})
-                                      ["purelib"])),
+       "base_site": sorted(os.listdir(site) if os.path.isdir(site := sysconfig.get_paths(
+           vars={"base": sys.base_prefix})["purelib"]) else []),
        "found": {m: importlib.util.find_spec(m) is not None for m in sys.argv[1:]}}
 import torch, transformers, trl, peft, datasets, accelerate
 out["torch"] = torch.__version__
@@ -194,6 +206,8 @@ def test_the_agent_runs_its_own_python_environment(run_dir, agent_python):
     from a2rl.isolation.agent_python import interpreter, pinned_requirements
     from checkout import REPO
 
+    base = base_view(agent_python)
+
     _, run = run_dir
     box = Sandbox("bwrap", run / "workspace", run / "tools", run / "grader", python=agent_python)
     interpreter(agent_python)  # built
@@ -207,8 +221,9 @@ def test_the_agent_runs_its_own_python_environment(run_dir, agent_python):
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["python3"] == "/opt/agent-python/bin/python3"
-    assert out["prefix"] == "/opt/agent-python" and out["base_prefix"] == "/opt/python"
-    assert not [p for p in out["path"] if not p.startswith("/opt/")], out["path"]
+    assert out["prefix"] == "/opt/agent-python" and out["base_prefix"] == base.get(
+        "prefix", "/opt/python")
+    assert not [p for p in out["path"] if not p.startswith(base["path"])], out["path"]
     assert out["base_site"] == []
     assert out["found"] == {name: False for name in harness_only}
     torch_pin = pinned_requirements(REPO / "pyproject.toml", ["torch"])[0].partition("==")[2]
@@ -230,13 +245,14 @@ def test_a_cli_venv_runs_at_a_neutral_path_over_its_base_at_a_neutral_path(tmp_p
                   ro_views={"/opt/agent-cli": linked}, venvs={f"/opt/agent-cli/{venv.name}": venv})
     base = base_installation(agent_python)
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    assert box.base_views() == {str(base): f"/opt/python{version}"}
+    seen = base_view(agent_python, f"/opt/python{version}")
+    assert box.base_views() == ({} if "system" in seen else {str(base): seen["prefix"]})
     for folder in ("ws/code", "ws/output", "t", "g"):
         (tmp_path / folder).mkdir(parents=True, exist_ok=True)
     probe = ("import json, sys, sysconfig, os; print(json.dumps({'prefix': sys.prefix, "
              "'base': sys.base_prefix, 'path': sys.path, 'pip': open(sys.prefix + "
-             "'/bin/pip').readline(), 'site': os.listdir(sysconfig.get_paths("
-             "vars={'base': sys.base_prefix})['purelib'])}))")
+             "'/bin/pip').readline(), 'site': [os.listdir(p) for p in [sysconfig.get_paths("
+             "vars={'base': sys.base_prefix})['purelib']] if os.path.isdir(p)]}))")
     python = f"/opt/agent-cli/{venv.name}/bin/python"
     argv = box.command([python, "-c", probe], {"PATH": "/usr/bin:/bin"})
     done = subprocess.run(argv, capture_output=True, text=True, env=box.host_env({}),
@@ -244,9 +260,9 @@ def test_a_cli_venv_runs_at_a_neutral_path_over_its_base_at_a_neutral_path(tmp_p
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["prefix"] == f"/opt/agent-cli/{venv.name}"
-    assert out["base"] == f"/opt/python{version}"
+    assert out["base"] == seen["prefix"]
     # pip's launcher names whichever interpreter made the venv (python or python3), now at the view
     assert re.fullmatch(rf"#!{re.escape(python)}(3(\.\d+)?)?\n", out["pip"]), out["pip"]
-    assert not [p for p in out["path"] if p and not p.startswith("/opt/")], out["path"]
-    assert out["site"] == []  # the base's packages are covered
+    assert not [p for p in out["path"] if p and not p.startswith(seen["path"])], out["path"]
+    assert out["site"] in ([], [[]])  # the base's packages are covered (or there are none)
     assert str(tmp_path) not in done.stdout and str(agent_python.resolve()) not in done.stdout

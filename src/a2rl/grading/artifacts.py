@@ -173,13 +173,16 @@ def score_artifact(artifact: Path, base_model: Path, evaluate: Evaluator,
     their time given back; a missing base model (the harness's fault) raises
     FileNotFoundError."""
     model_dir = materialize_submission(artifact, base_model, Path(artifact).parent / "model")
-    check_chat_template(model_dir)
     clock = clock or BudgetClock(0)
     clock.begin_eval()
-    try:
-        result = call_with_deadline(lambda: evaluate(model_dir), timeout_s)
+    try:  # the template's probe too runs under the deadline: a template can loop forever
+        result = call_with_deadline(lambda: check_chat_template(model_dir) or evaluate(model_dir),
+                                    timeout_s)
     except (GradingUnavailable, EvaluationTimedOut):
         clock.end_eval("excused")
+        raise
+    except InvalidSubmission:  # the probe's answer, from the closed vocabulary
+        clock.end_eval("charged")
         raise
     except Exception as err:
         clock.end_eval("charged")

@@ -11,6 +11,7 @@ installation, so the sandbox also mounts that one, with its site-packages hidden
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -34,6 +35,13 @@ AGENT_PACKAGES = TRAINING_STACK + ENV_PACKAGES
 ENV_EXTRAS = ("alfworld",)
 # written last by the build: the requirements it installed (an interrupted build has none)
 MARKER = "a2rl-agent-python.json"
+
+
+def locks_digest(requirements: Path) -> str:
+    """What the environment is built from (scripts/agent_python.py): the installers of
+    ``requirements``/bootstrap.lock and the packages of agents.lock."""
+    return hashlib.sha256(b"".join((Path(requirements) / name).read_bytes()
+                                   for name in ("bootstrap.lock", "agents.lock"))).hexdigest()
 
 
 class AgentPythonMissing(RuntimeError):

@@ -37,12 +37,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Optional
 
 from a2rl.common.files import utc_now, write_json_atomic
+from a2rl.common.interpreter import base_interpreter
 from a2rl.llm.transcript_files import event_lines, take_transcript, trajectory_lines
 from a2rl.llm.wire import ANTHROPIC, GEMINI, OPENAI_CHAT, OPENAI_RESPONSES
 
@@ -341,11 +341,11 @@ def find_python(version: Optional[str]) -> str:
     on PATH, then pyenv's installations; the first that runs and is that version. Each is run
     once to check it, since a pyenv shim is on PATH even when it cannot start that version."""
     if version is None:
-        return sys.executable
+        return base_interpreter()
     configured = os.environ.get(PYTHON_ENV)
     pyenv = sorted(glob.glob(str(Path.home() / f".pyenv/versions/{version}.*/bin/python"
                                                 f"{version}")), reverse=True)
-    candidates = [configured, sys.executable, shutil.which(f"python{version}"), *pyenv]
+    candidates = [configured, base_interpreter(), shutil.which(f"python{version}"), *pyenv]
     for candidate in filter(None, candidates):
         if python_version_of(candidate) == version:
             return candidate
