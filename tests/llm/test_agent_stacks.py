@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from a2rl.common.interpreter import base_interpreter
 from a2rl.common.layout import RunPaths
 from a2rl.config.compose import compose, conf_dir
 from a2rl.config.types import ConfigError
@@ -172,7 +173,7 @@ def test_install_commands_are_pinned_and_local(tmp_path):
         "npm", "install", "--prefix", str(target), "--no-audit", "--no-fund", "--no-save",
         "--loglevel=error", "@anthropic-ai/claude-code@2.1.332"]]
     venv_create, pip_install = STACKS["mini_swe_agent"].install_commands("2.4.6", target)
-    assert venv_create == [sys.executable, "-m", "venv", str(target / "venv")]
+    assert venv_create == [base_interpreter(), "-m", "venv", str(target / "venv")]
     assert pip_install[0] == str(target / "venv" / "bin" / "python")
     assert pip_install[-1] == "mini-swe-agent==2.4.6"
 
@@ -206,7 +207,7 @@ def fake_python(folder: Path, name: str, version: str, status: int = 0) -> Path:
 
 def test_find_python_runs_each_candidate(tmp_path, monkeypatch):
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
-    assert find_python(None) == find_python(here) == sys.executable
+    assert find_python(None) == find_python(here) == base_interpreter()
     # a pyenv shim on PATH for a version pyenv has but does not select exits 127: skipped
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setenv("HOME", str(tmp_path))
