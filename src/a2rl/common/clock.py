@@ -1,11 +1,20 @@
-"""The budget's clock: wall time of the agent phase, optionally not counting evaluations."""
+"""The budget's clock: wall time of the agent phase, optionally not counting evaluations.
+
+One invariant holds whatever the agent submits (issue #28): the wall time in which the agent's
+processes can run never exceeds ``time_limit_s`` plus the time given back for the harness's own
+failures (a judge outage, a grader that died: at most ``grader_restarts + 1`` evaluations).
+When evaluations count, their time is the agent's like any other; when they do not, the agent is
+paused while one runs (``pause_agent_with``: its cgroup frozen, or its processes stopped), so
+the allowance stretched by an evaluation gives it no time to work in. An evaluation that fails or
+runs past its deadline is always charged: the agent can make an evaluation fail or hang.
+"""
 
 from __future__ import annotations
 
 import threading
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Optional
+from typing import Callable, Optional
 
 
 class BudgetClock:
@@ -17,6 +26,13 @@ class BudgetClock:
         self._excused_s = 0.0  # time lost to the harness (a judge outage): always given back
         self._eval_since: Optional[float] = None  # the running evaluation's start
         self._lock = threading.Lock()
+        self._pause: Optional[Callable[[], None]] = None
+        self._resume: Optional[Callable[[], None]] = None
+
+    def pause_agent_with(self, pause: Callable[[], None], resume: Callable[[], None]) -> None:
+        """While an evaluation runs and evaluations do not count, the agent is paused with
+        ``pause`` and resumed with ``resume`` (the harness's clock; the grader's has none)."""
+        self._pause, self._resume = pause, resume
 
     def start(self, at: Optional[float] = None) -> None:
         """Start now, or at ``at`` (a time.monotonic() of this machine: another process's
@@ -50,9 +66,11 @@ class BudgetClock:
     def begin_eval(self) -> None:
         """An evaluation starts. While it runs it stretches the allowance as a finished one
         does when evaluations do not count: an agent waiting for its score is not stopped at
-        the nominal limit meanwhile."""
+        the nominal limit meanwhile; it is paused instead, when the clock has a way to."""
         with self._lock:
             self._eval_since = time.monotonic()
+        if not self.count_eval_time and self._pause is not None:
+            self._pause()
 
     def end_eval(self, account: str = "eval") -> float:
         """The running evaluation ended; its seconds become evaluation time (``eval``), are
@@ -67,6 +85,8 @@ class BudgetClock:
                 self._eval_s += seconds
             elif account == "excused":
                 self._excused_s += seconds
+        if self._resume is not None:
+            self._resume()
         return seconds
 
     def allowance(self) -> float:

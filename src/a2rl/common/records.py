@@ -309,7 +309,7 @@ class SubmissionItem(Codec):
     artifact_bytes: int | None
     equals_base: bool | None
     code_commit: str | None
-    status: str | None  # judge_failed, eval_timeout, interrupted: grading's, not the agent's
+    status: str | None  # judge_failed, interrupted: grading's fault; eval_timeout: the agent's
     parent: str | None  # "base", "submission-<id>" or None (a2rl.grading.recording)
     methods: list[str]
 

@@ -167,7 +167,8 @@ class BudgetConfig:
     max_submissions: int = field(default=10, metadata={
         "help": "Submissions the grader accepts in one run."})
     count_eval_time: bool = field(default=True, metadata={
-        "help": "Whether time spent scoring submissions counts against time_limit_s."})
+        "help": "Whether time spent scoring submissions counts against time_limit_s; when "
+                "it does not, the agent is paused while a submission is evaluated."})
     kill_grace_s: float = field(default=5.0, metadata={
         "help": "Seconds between SIGTERM and SIGKILL when the budget runs out."})
     llm_max_tokens: Optional[int] = field(default=None, metadata={
@@ -178,7 +179,8 @@ class BudgetConfig:
         "help": "Driver LLM spend in USD, enforced like llm_max_tokens. null for no limit."})
     eval_timeout_s: Optional[float] = field(default=3600.0, metadata={
         "help": "Seconds one evaluation of a submission may take; past it the grader abandons "
-                "it and records eval_timeout (not the agent's fault, not counted). null for "
+                "it and records eval_timeout, which counts as a submission and whose time is "
+                "charged (a submission can hang its evaluation). null for "
                 "no limit."})
     max_store_gb: Optional[float] = field(default=200.0, metadata={
         "help": "GiB all stored copies of submitted artifacts may take together (the grader's "

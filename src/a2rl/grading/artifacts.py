@@ -168,9 +168,9 @@ def score_artifact(artifact: Path, base_model: Path, evaluate: Evaluator,
     base, a missing tokenizer taken from it) and evaluate that; returns the result and the
     seconds the evaluation alone took, booked on ``clock`` (the agent's budget) when given.
     A submission that cannot be used or evaluated raises InvalidSubmission (its time is the
-    agent's); GradingUnavailable (a judge outage: not the submission's fault) and
-    EvaluationTimedOut (past ``timeout_s``; the evaluation is abandoned) pass through with
-    their time given back; a missing base model (the harness's fault) raises
+    agent's); GradingUnavailable (a judge outage: not the submission's fault; its time given
+    back) and EvaluationTimedOut (past ``timeout_s``; the evaluation is abandoned and its time
+    charged) pass through; a missing base model (the harness's fault) raises
     FileNotFoundError."""
     model_dir = materialize_submission(artifact, base_model, Path(artifact).parent / "model")
     clock = clock or BudgetClock(0)
@@ -178,8 +178,11 @@ def score_artifact(artifact: Path, base_model: Path, evaluate: Evaluator,
     try:  # the template's probe too runs under the deadline: a template can loop forever
         result = call_with_deadline(lambda: check_chat_template(model_dir) or evaluate(model_dir),
                                     timeout_s)
-    except (GradingUnavailable, EvaluationTimedOut):
+    except GradingUnavailable:  # the judge's fault, not the submission's: time given back
         clock.end_eval("excused")
+        raise
+    except EvaluationTimedOut:  # a submission can hang its evaluation: its time is the agent's
+        clock.end_eval("charged")
         raise
     except InvalidSubmission:  # the probe's answer, from the closed vocabulary
         clock.end_eval("charged")

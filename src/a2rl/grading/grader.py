@@ -75,9 +75,10 @@ def recover_inflight(ledger: Ledger, events: EventLog) -> None:
 
 
 class GradingFailed(RuntimeError):
-    """Grading failed for a reason outside the submission: the evaluator raised
-    GradingUnavailable (e.g. the judge is down; ``status`` judge_failed) or ran past its
-    deadline (eval_timeout); recorded with the hash of the stored artifact it could not grade."""
+    """Grading did not end in a score: the evaluator raised GradingUnavailable (the judge is
+    down; ``status`` judge_failed: not the submission's fault, it does not count) or ran past
+    its deadline (eval_timeout: a submission can hang its evaluation, so it counts and its time
+    is charged); recorded with the hash of the stored artifact it could not grade."""
 
     def __init__(self, message: str, artifact_hash: str, status: str = "judge_failed"):
         super().__init__(message)
@@ -190,10 +191,12 @@ class GradingService:
             status = getattr(err, "status", 422)
             return status, self._reject(model_path, str(err), status)
         except GradingFailed as err:
-            code = 504 if err.status == "eval_timeout" else 503
-            return code, self._reject(model_path, f"grading failed (not your submission's "
-                                                  f"fault; it does not count): {err}", code,
-                                      failed=(err.status, err.artifact_hash))
+            if err.status == "eval_timeout":  # the submission's doing: it counts
+                return 504, self._reject(model_path, str(err), 504,
+                                         failed=(err.status, err.artifact_hash))
+            return 503, self._reject(model_path, f"grading failed (not your submission's "
+                                                 f"fault; it does not count): {err}", 503,
+                                     failed=(err.status, err.artifact_hash))
         except Exception as err:  # a harness fault must not take the server down
             log_detail("internal_error", err, clipped(model_path))
             return 500, self._reject(model_path, answer("internal_error"), 500)
@@ -234,7 +237,8 @@ class GradingService:
         except EvaluationTimedOut as err:
             self.events.emit("error", message=f"evaluation of {digest[:12]} timed out; its "
                                               f"thread {'stopped' if err.stopped else 'runs on'}")
-            raise GradingFailed(str(err), digest, "eval_timeout") from err
+            raise GradingFailed(f"{err}; it counts as a submission and its time is charged "
+                                "to the budget", digest, "eval_timeout") from err
         except InvalidSubmission:
             remove_stored(self.store, digest)  # rejected: nothing will read it again
             raise
@@ -351,7 +355,9 @@ class GradingService:
                                    status_code=status, elapsed_s=round(self.clock.elapsed(), 3),
                                    **extra)
         self._after(entry)
-        return answer | {"submission_id": entry.submission_id} | (
+        # an eval_timeout entry used one up
+        return answer | {"submission_id": entry.submission_id,
+                         "submissions_left": self.submissions_left()} | (
             {"status": entry.status} if entry.status else {})
 
     def _after(self, entry: LedgerEntry) -> None:

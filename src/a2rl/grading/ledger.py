@@ -40,8 +40,10 @@ class Ledger:
         return [e for e in self.entries if e.valid]
 
     def evaluated_count(self) -> int:
-        """Submissions that cost an evaluation (valid, not answered from the cache)."""
-        return sum(1 for e in self.valid if not e.cached)
+        """Submissions that used one up: scored (not answered from the cache), or past the
+        evaluation deadline (a submission can hang its evaluation; issue #28)."""
+        return sum(1 for e in self.entries
+                   if (e.valid and not e.cached) or e.status == "eval_timeout")
 
     def best(self) -> Optional[LedgerEntry]:
         """The valid entry with the highest score; the earliest wins a tie."""

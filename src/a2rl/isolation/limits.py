@@ -20,6 +20,14 @@ The agent joins its cgroups before bwrap starts (a shell writes its own pid into
 ``cgroup.procs`` and execs the rest), so every process of the sandbox is in them from the first.
 ``pids.max`` and ``RLIMIT_NPROC`` count threads as well as processes. A cgroup's memory includes
 the files the agent writes to its tmpfs /tmp and /dev/shm.
+
+The harness can also pause every process of the agent at once (``Confinement.pause``): while a
+submission is evaluated and evaluation time is not counted, the agent may not work on (issue
+#28: an evaluation the agent makes slow would otherwise buy it time). It freezes a cgroup where
+it can make one (v2 ``cgroup.freeze``, which needs no controller, in the agent's v2 cgroup or a
+bare one of its own; else a child in the v1 freezer hierarchy), and otherwise stops the agent's
+processes with SIGSTOP (a sweep repeated until no new process shows up: one forked between two
+sweeps is stopped by the next) and continues them with SIGCONT.
 """
 
 from __future__ import annotations
@@ -43,6 +51,10 @@ MOUNTINFO = Path("/proc/self/mountinfo")
 OWN_CGROUPS = Path("/proc/self/cgroup")
 CONTROLLERS = ("memory", "pids")
 REMOVE_WAIT_S = 5.0
+FREEZE_WAIT_S = 2.0
+STOP_SWEEPS = 20
+FROZEN = {"cgroup.freeze": "1", "freezer.state": "FROZEN"}
+THAWED = {"cgroup.freeze": "0", "freezer.state": "THAWED"}
 # the agent's share of the machine's memory when the budget names none; the rest is the
 # harness's and the grader's, which evaluates submissions while the agent works
 DEFAULT_MEMORY_SHARE = 0.75
@@ -72,6 +84,9 @@ class Confinement:
     cgroups: list[Path] = field(default_factory=list)
     rlimits: list[str] = field(default_factory=list)  # prlimit options
     oom_counter: Optional[Path] = None  # memory.events (v2) or memory.oom_control (v1)
+    freezer: Optional[Path] = None  # cgroup.freeze (v2) or freezer.state (v1)
+    root_pid: Optional[int] = None  # the agent's first process, for pausing by signals
+    paused: Optional[str] = None  # freezer | signals, while paused
 
     def wrap(self, argv: list[str]) -> list[str]:
         """``argv`` started inside the cgroups and under the rlimits."""
@@ -101,7 +116,7 @@ class Confinement:
                 "max_processes": self.limits.max_processes,
                 "tmpfs_bytes": self.limits.tmpfs_bytes,
                 "enforced_by": {"memory": self.memory, "processes": self.processes,
-                                "tmpfs": self.tmpfs},
+                                "tmpfs": self.tmpfs, "pause": self.pause_mechanism()},
                 "oom_kills": self.oom_kills()}
 
     def __enter__(self) -> Confinement:
@@ -110,8 +125,46 @@ class Confinement:
     def __exit__(self, *exc) -> None:
         self.release()
 
+    def pause_mechanism(self) -> str:
+        if self.freezer is None:
+            return "signals"
+        return "cgroup2" if self.freezer.name == "cgroup.freeze" else "cgroup1"
+
+    def pause(self) -> None:
+        """Stop every process of the agent until ``resume``; returns once they are stopped
+        (or, for a freezer the kernel is slow to finish, after FREEZE_WAIT_S). A freezer that
+        cannot be written (its cgroup gone) falls back to signals."""
+        if self.freezer is not None:
+            try:
+                self.freezer.write_text(FROZEN[self.freezer.name])
+                self.paused = "freezer"
+                deadline = time.monotonic() + FREEZE_WAIT_S
+                while not self._frozen() and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                return
+            except OSError:
+                pass
+        self.paused = "signals"
+        stop_family(self.root_pid)
+
+    def resume(self) -> None:
+        if self.paused == "freezer":
+            with contextlib.suppress(OSError):
+                self.freezer.write_text(THAWED[self.freezer.name])
+        elif self.paused == "signals":
+            signal_family(self.root_pid, signal.SIGCONT)
+        self.paused = None
+
+    def _frozen(self) -> bool:
+        if self.freezer.name == "cgroup.freeze":
+            events = (self.freezer.parent / "cgroup.events").read_text()
+            return "frozen 1" in events.splitlines()
+        return self.freezer.read_text().strip() == "FROZEN"
+
     def release(self) -> None:
-        """Kill whatever is left in the cgroups and remove them."""
+        """Kill whatever is left in the cgroups and remove them (thawed first: a process in a
+        frozen v1 cgroup does not die of SIGKILL until it thaws)."""
+        self.resume()
         for group in self.cgroups:
             remove_cgroup(group)
         self.cgroups = []
@@ -131,12 +184,22 @@ def confine(limits: ResourceLimits, sandbox: Sandbox) -> Confinement:
     own_uid = sandbox.kind == "bwrap" and sandbox.as_root
     conf = Confinement(limits, tmpfs="bwrap" if sandbox.kind == "bwrap" else "none")
     name = f"a2rl-agent-{os.getpid()}-{secrets.token_hex(4)}"
-    for made in cgroup_v2(name, limits) or cgroup_v1(name, limits):
-        conf.cgroups.append(made.group)
-        if "memory" in made.controllers:
-            conf.memory, conf.oom_counter = made.mechanism, made.oom_counter
-        if "pids" in made.controllers:
-            conf.processes = made.mechanism
+    made = cgroup_v2(name, limits) or cgroup_v1(name, limits)
+    for one in made:
+        conf.cgroups.append(one.group)
+        if "memory" in one.controllers:
+            conf.memory, conf.oom_counter = one.mechanism, one.oom_counter
+        if "pids" in one.controllers:
+            conf.processes = one.mechanism
+    v2 = next((one.group for one in made if one.mechanism == "cgroup2"), None)
+    if v2 is not None:
+        conf.freezer = v2 / "cgroup.freeze"
+    else:
+        group = freezer_v2(name) or freezer_v1(name)
+        if group is not None:
+            conf.cgroups.append(group)
+            conf.freezer = group / ("cgroup.freeze" if (group / "cgroup.freeze").exists()
+                                    else "freezer.state")
     if conf.memory == "none" and shutil.which("prlimit"):
         conf.memory = "rlimit"
         conf.rlimits.append(f"--data={limits.memory_bytes}")
@@ -218,6 +281,64 @@ def cgroup_v1(name: str, limits: ResourceLimits) -> list[Made]:
         except OSError:
             remove_cgroup(group)
     return made
+
+
+def freezer_v2(name: str) -> Optional[Path]:
+    """A bare v2 child of the harness's cgroup (cgroup.freeze needs no controller), or None."""
+    mount = next((m for m in cgroup_mounts() if m[2] == "cgroup2"), None)
+    own = own_cgroup_paths().get("")
+    parent = None if mount is None or own is None else under_mount(mount, own)
+    return None if parent is None else make_group(parent / name, "cgroup.freeze")
+
+
+def freezer_v1(name: str) -> Optional[Path]:
+    """A child of the harness's cgroup in the v1 freezer hierarchy, or None."""
+    mount = next((m for m in cgroup_mounts() if m[2] == "cgroup" and "freezer" in m[3]), None)
+    own = own_cgroup_paths().get("freezer")
+    parent = None if mount is None or own is None else under_mount(mount, own)
+    return None if parent is None else make_group(parent / name, "freezer.state")
+
+
+def make_group(group: Path, needed: str) -> Optional[Path]:
+    """mkdir ``group``; None (and nothing left behind) unless it came with the file ``needed``."""
+    try:
+        group.mkdir()
+    except OSError:
+        return None
+    if (group / needed).exists():
+        return group
+    remove_cgroup(group)
+    return None
+
+
+def family(root_pid: Optional[int]) -> list[psutil.Process]:
+    """``root_pid`` and every process below it, as far as they can be seen now."""
+    try:
+        root = psutil.Process(root_pid)
+        return [root, *root.children(recursive=True)]
+    except (psutil.Error, TypeError, ValueError):
+        return []
+
+
+def signal_family(root_pid: Optional[int], signum: int) -> set[int]:
+    """Send ``signum`` to ``root_pid``'s family; returns the pids it reached."""
+    reached = set()
+    for proc in family(root_pid):
+        with contextlib.suppress(psutil.Error):
+            proc.send_signal(signum)
+            reached.add(proc.pid)
+    return reached
+
+
+def stop_family(root_pid: Optional[int]) -> None:
+    """SIGSTOP ``root_pid``'s family, sweeping again until a sweep finds no new process (a
+    process forked while the last sweep ran is in the next one)."""
+    stopped: set[int] = set()
+    for _ in range(STOP_SWEEPS):
+        reached = signal_family(root_pid, signal.SIGSTOP)
+        if reached <= stopped:
+            return
+        stopped |= reached
 
 
 def cgroup_mounts() -> list[tuple[Path, str, str, set[str]]]:

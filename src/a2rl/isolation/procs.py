@@ -47,10 +47,12 @@ def run_until(argv: list[str], env: Optional[dict[str, str]], cwd: Path, log: Pa
               time_left: Callable[[], float], grace_s: float = 5.0,
               on_warning: Optional[Callable[[float], None]] = None,
               poll_s: float = 0.25,
-              spare: Callable[[], Iterable[int]] = tuple) -> ProcessOutcome:
+              spare: Callable[[], Iterable[int]] = tuple,
+              on_start: Callable[[int], None] = lambda pid: None) -> ProcessOutcome:
     """Run ``argv`` until it exits or ``time_left()`` reaches 0; then end it and every
     descendant (SIGTERM, ``grace_s``, SIGKILL). The caller's own children are spared: those
-    it had before, and ``spare()``'s (a grader process restarted meanwhile)."""
+    it had before, and ``spare()``'s (a grader process restarted meanwhile). ``on_start``
+    gets the process's pid as soon as it exists."""
     become_subreaper()
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     started = time.monotonic()
@@ -62,6 +64,7 @@ def run_until(argv: list[str], env: Optional[dict[str, str]], cwd: Path, log: Pa
         proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
+        on_start(proc.pid)
         drain = threading.Thread(target=copy_stream, args=(proc.stdout, out), daemon=True)
         drain.start()
         killed = False

@@ -326,6 +326,8 @@ def run_in_sandbox(cell: Cell, command: list[str], env: dict[str, str],
     cfg, clock, events = cell.cfg, cell.clock, cell.events
     with confine(cell.limits, cell.sandbox) as confinement:
         argv = confinement.wrap(cell.sandbox.command(command, env, conceal=True))
+        # evaluations not counted: the agent waits, paused, while one runs (a2rl.common.clock)
+        clock.pause_agent_with(confinement.pause, confinement.resume)
         clock.start()
         grader.clock_started()
         events.emit("agent_start", agent=cfg.agent.name, driver=cfg.driver.name,
@@ -335,12 +337,17 @@ def run_in_sandbox(cell: Cell, command: list[str], env: dict[str, str],
         # that died past its restarts
         def time_left() -> float:
             gone = grader.failure or (proxy is not None and proxy.exhausted)
-            return 0.0 if gone else clock.time_left()
+            left = 0.0 if gone else clock.time_left()
+            if left <= 0:  # a paused agent is stopped for good: it must run to end
+                confinement.resume()
+            return left
         outcome = run_until(argv, cell.sandbox.host_env(env), cell.run.workspace,
                             cell.run.agent_log, time_left, cfg.budget.kill_grace_s,
                             on_warning=lambda left: events.emit("budget_warning",
                                                                 time_left_s=round(left, 1)),
-                            spare=grader.pids)
+                            spare=grader.pids,
+                            on_start=lambda pid: setattr(confinement, "root_pid", pid))
+        clock.pause_agent_with(lambda: None, lambda: None)  # the agent is gone
         outcome.resources = confinement.record()
     if outcome.resources["oom_kills"]:  # past its memory: the agent's failure, not the harness's
         events.emit("agent_oom", **outcome.resources)
