@@ -43,13 +43,16 @@ class Refused(Exception):
 @dataclass(frozen=True)
 class Limits:
     """What one walk may cost: bytes of all files, bytes of one file (None: ``max_bytes``),
-    entries listed, folder depth, seconds; a file over ``SPARSE_MIN_BYTES`` with fewer
-    allocated bytes than ``min_allocated`` of its apparent size is refused as sparse."""
+    entries listed, folder depth, bytes of an entry's path below the walk's root, seconds; a
+    file over ``SPARSE_MIN_BYTES`` with fewer allocated bytes than ``min_allocated`` of its
+    apparent size is refused as sparse. (The path cap keeps a copy's destination under
+    PATH_MAX: 32 folders of 255-byte names would pass the depth cap and break the copy.)"""
 
     max_bytes: int
     max_file_bytes: Optional[int] = None
     max_entries: int = 100_000
     max_depth: int = 32
+    max_path_bytes: int = 1024
     seconds: float = 600.0
     min_allocated: float = 0.5
 
@@ -179,6 +182,10 @@ class TreeReader:
                     if self.entries > self.limits.max_entries:
                         raise Refused(f"more than {self.limits.max_entries} files and folders "
                                       f"(stopped in {shown(rel) or '.'})", 413)
+                    if len(os.fsencode(os.path.join(rel, entry.name))) > \
+                            self.limits.max_path_bytes:
+                        raise Refused(f"a path in {shown(rel) or '.'} is longer than "
+                                      f"{self.limits.max_path_bytes} bytes", 413)
                     names.append(entry.name)
         except OSError as err:
             raise refusal(err, rel) from None

@@ -10,6 +10,7 @@ workspace/
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from importlib import resources
@@ -57,12 +58,16 @@ def make_read_only(root: Path) -> None:
 
 
 def make_writable(root: Path) -> None:
-    for dirpath, dirnames, filenames in os.walk(root):
-        os.chmod(dirpath, 0o755)
+    """Every folder under ``root`` writable, so that it can be removed. Walked by file
+    descriptors, not paths: an agent can build a tree deeper than PATH_MAX, which a path-based
+    walk cannot chmod (issue #28: every retry of the cell then failed on it). A folder is
+    opened to be listed only after it is made readable; links are not followed."""
+    if not os.path.islink(root):
+        os.chmod(root, 0o755)
+    for _, dirnames, _, dirfd in os.fwalk(root, onerror=lambda err: None):
         for name in dirnames:
-            p = os.path.join(dirpath, name)
-            if not os.path.islink(p):
-                os.chmod(p, 0o755)
+            with contextlib.suppress(OSError):
+                os.chmod(name, 0o755, dir_fd=dirfd)
 
 
 def render_description(task_template: str, values: dict[str, Any]) -> str:
