@@ -25,6 +25,7 @@ while True:
     time.sleep(0.02)
 '''
 LIMITS = ResourceLimits(memory_bytes=2**30, max_processes=512, tmpfs_bytes=2**26)
+PLAIN = Sandbox("none", Path("/tmp"), Path("/tmp"), Path("/tmp"))  # confine() reads its kind
 
 
 def states(root: psutil.Process) -> set[str]:
@@ -57,8 +58,7 @@ def started(conf: Confinement) -> subprocess.Popen:
 
 @pytest.mark.parametrize("mechanism", ["signals", "freezer"])
 def test_pause_stops_the_whole_tree_and_resume_runs_it_on(mechanism):
-    conf = confine(LIMITS, Sandbox("none", Path("/tmp"), Path("/tmp"), Path("/tmp"))) if mechanism == "freezer" else \
-        Confinement(LIMITS)
+    conf = confine(LIMITS, PLAIN) if mechanism == "freezer" else Confinement(LIMITS)
     if mechanism == "freezer" and conf.freezer is None:
         conf.release()
         pytest.skip("no cgroup freezer can be made here")
@@ -84,7 +84,7 @@ def test_pause_stops_the_whole_tree_and_resume_runs_it_on(mechanism):
 
 def test_release_ends_a_paused_agent():
     """A frozen process does not die of SIGKILL until it thaws (v1): release thaws first."""
-    conf = confine(LIMITS, Sandbox("none", Path("/tmp"), Path("/tmp"), Path("/tmp")))
+    conf = confine(LIMITS, PLAIN)
     proc = started(conf)
     children = psutil.Process(proc.pid).children(recursive=True)
     conf.pause()
