@@ -29,11 +29,13 @@ from a2rl.common.beneath import (
 from a2rl.common.clock import BudgetClock
 from a2rl.grading.answers import answer, log_detail
 from a2rl.grading.limits import EvaluationTimedOut, call_with_deadline
+from a2rl.grading.loading import load_limits, materialize_limited
 from a2rl.models.hf_folder import content_hash
-from a2rl.models.submission import InvalidSubmission, materialize_submission
+from a2rl.models.submission import InvalidSubmission
 from a2rl.task.base import GradingUnavailable
 
 MAX_LINK_HOPS = 40
+LOAD_TIMEOUT_S = 900.0  # materialising one submission (a 7B adapter merge takes minutes)
 # areas a link inside a submitted folder may point into (tokenizer files in base_model/...)
 LINKABLE = ("output", "code", "base_model", "data")
 # evaluate(model_dir) -> EvalResult-like object with .score .stderr .n (a2rl.task.base)
@@ -163,16 +165,20 @@ def stored_artifact(store: Path, digest: str) -> Path:
 
 def score_artifact(artifact: Path, base_model: Path, evaluate: Evaluator,
                    clock: Optional[BudgetClock] = None,
-                   timeout_s: Optional[float] = None) -> tuple[Any, float]:
+                   timeout_s: Optional[float] = None,
+                   load_timeout_s: float = LOAD_TIMEOUT_S) -> tuple[Any, float]:
     """Materialize a stored artifact into a model folder beside it (an adapter merged into the
-    base, a missing tokenizer taken from it) and evaluate that; returns the result and the
+    base, a missing tokenizer taken from it; in a child process under a deadline,
+    ``load_timeout_s``, and a memory cap: a2rl.grading.loading) and evaluate that; returns the
+    result and the
     seconds the evaluation alone took, booked on ``clock`` (the agent's budget) when given.
     A submission that cannot be used or evaluated raises InvalidSubmission (its time is the
     agent's); GradingUnavailable (a judge outage: not the submission's fault; its time given
     back) and EvaluationTimedOut (past ``timeout_s``; the evaluation is abandoned and its time
     charged) pass through; a missing base model (the harness's fault) raises
     FileNotFoundError."""
-    model_dir = materialize_submission(artifact, base_model, Path(artifact).parent / "model")
+    model_dir = materialize_limited(artifact, base_model, Path(artifact).parent / "model",
+                                    load_limits(base_model, load_timeout_s))
     clock = clock or BudgetClock(0)
     clock.begin_eval()
     try:  # the template's probe too runs under the deadline: a template can loop forever

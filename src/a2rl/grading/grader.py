@@ -19,6 +19,7 @@ from a2rl.common.files import read_json, utc_now, write_json_atomic
 from a2rl.common.records import ANSWER, LedgerEntry
 from a2rl.grading.answers import ANSWERS, answer, log_detail
 from a2rl.grading.artifacts import (
+    LOAD_TIMEOUT_S,
     Evaluator,
     SubmissionRejected,
     WorkspaceResolver,
@@ -110,6 +111,7 @@ class GraderSettings:
     # what one submission may cost the grader (docs/grading.md, "Limits")
     max_artifact_entries: int = 100_000  # files and folders in one submitted folder
     copy_timeout_s: float = 900.0  # copying one submitted folder into the store
+    load_timeout_s: float = LOAD_TIMEOUT_S  # materialising it (a2rl.grading.loading)
     eval_timeout_s: Optional[float] = None  # one evaluation; None: no limit
     max_store_bytes: Optional[int] = None  # every stored artifact together; None: no quota
     max_invalid_submissions: int = 100  # recorded in the ledger; further ones only counted
@@ -230,7 +232,8 @@ class GradingService:
                   extra: dict[str, Any]) -> dict[str, Any]:
         try:
             result, seconds = score_artifact(artifact, self.base_model, self.evaluate,
-                                             self.clock, self.settings.eval_timeout_s)
+                                             self.clock, self.settings.eval_timeout_s,
+                                             self.settings.load_timeout_s)
         except GradingUnavailable as err:  # a judge's error may quote the sealed prompt
             log_detail("grading_unavailable", err, digest)
             raise GradingFailed(ANSWERS["grading_unavailable"], digest) from err

@@ -79,6 +79,39 @@ def _check_folder(src: Path) -> None:
             f"symlinks are not allowed in a submission: {links[0].relative_to(src).as_posix()}")
     if not any(p.is_file() for p in entries):
         raise InvalidSubmission(f"empty folder: {src.name} contains no files")
+    _check_sizes(src)
+
+
+# What the libraries parse whole, capped before any of it is read (issue #28: a 26 MB
+# config.json took the grader to 4.1 GB); real files are a few kB (configs) to ~10 MB (a
+# tokenizer.json), and the caps leave ample room above them.
+MAX_CONFIG_BYTES = 2**20
+MAX_TOKENIZER_FILE_BYTES = 64 * 2**20
+CONFIG_FILES = ("config.json", "generation_config.json", ADAPTER_CONFIG, SAFETENSORS_INDEX)
+# more hidden layers than any released causal LM has by far (a 643-byte config with 20,000
+# layers once cost 1.3 GB and 37 s before its shapes could be compared)
+MAX_LAYERS = 512
+LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+
+
+def _check_sizes(src: Path) -> None:
+    for name, cap in [(n, MAX_CONFIG_BYTES) for n in CONFIG_FILES] + \
+            [(n, MAX_TOKENIZER_FILE_BYTES) for n in TOKENIZER_FILES]:
+        path = src / name
+        if path.is_file() and path.stat().st_size > cap:
+            raise InvalidSubmission(f"{name} is {path.stat().st_size:,} bytes; the limit is "
+                                    f"{cap:,}")
+
+
+def _check_layers(raw: dict[str, Any]) -> None:
+    """No config's layer count past MAX_LAYERS, its own or a nested text config's."""
+    for config in [raw] + [v for v in raw.values() if isinstance(v, dict)]:
+        for key in LAYER_KEYS:
+            value = config.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) \
+                    and value > MAX_LAYERS:
+                raise InvalidSubmission(f"config.json: {key}={value:g}; the limit is "
+                                        f"{MAX_LAYERS} layers")
 
 
 def _listing(folder: Path, limit: int = 8) -> str:
@@ -151,6 +184,7 @@ def _load_config(src: Path):
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
     raw = _read_json(src / "config.json")
+    _check_layers(raw)
     described = f"model_type={raw.get('model_type')!r}, architectures={raw.get('architectures')}"
     known = isinstance(raw.get("model_type"), str) and raw["model_type"] in CONFIG_MAPPING
     try:
