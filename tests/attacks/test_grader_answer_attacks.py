@@ -12,14 +12,12 @@ report can see may hold a 12-word run of any sealed item.
 from __future__ import annotations
 
 import json
-import re
 import shutil
-from pathlib import Path
 
 import pytest
 from grader_rig import Rig
+from sealed_ngrams import leaked, sealed_runs
 
-from a2rl.common.files import iter_jsonl
 from a2rl.common.layout import Layout
 from a2rl.config.compose import compose
 from a2rl.pipeline import stages
@@ -37,40 +35,6 @@ ALWAYS = "{{ raise_exception(messages[-1]['content']) }}"
 ONLY_ON_TASK_TEXT = ("{% for m in messages %}{% if m['content'] | length > 40 %}"
                      "{{ raise_exception(m['content']) }}{% endif %}{{ m['content'] }}"
                      "{% endfor %}")
-NGRAM = 12
-
-
-def words(text: str) -> list[str]:
-    return re.findall(r"\w+", text.lower())
-
-
-def sealed_runs(split: Path) -> set[tuple[str, ...]]:
-    """Every 12-word run of every text of every sealed item (a shorter text whole)."""
-    runs: set[tuple[str, ...]] = set()
-    for item in iter_jsonl(split):
-        for text in texts(item):
-            found = words(text)
-            if len(found) >= 4:
-                runs |= {tuple(found[i:i + NGRAM])
-                         for i in range(max(1, len(found) - NGRAM + 1))}
-    return runs
-
-
-def texts(value) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in texts(v)]
-    if isinstance(value, list):
-        return [t for v in value for t in texts(v)]
-    return []
-
-
-def leaked(runs: set[tuple[str, ...]], text: str) -> list[str]:
-    found = words(text)
-    seen = {tuple(found[i:i + n]) for n in {len(r) for r in runs}
-            for i in range(len(found) - n + 1)}
-    return [" ".join(r) for r in runs & seen]
 
 
 @pytest.fixture(scope="module")

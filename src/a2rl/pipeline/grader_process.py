@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import pickle
 import socket
@@ -148,6 +149,9 @@ def serve(spec: GraderSpec, orders) -> None:
 
 
 def main() -> int:
+    # stderr is the run's grader.log: the private log of what the agent is not told
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
     spec = read_spec(sys.stdin)
     serve(spec, sys.stdin)
     return 0
