@@ -17,6 +17,7 @@ near-misses onto the list.
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 import time
@@ -101,6 +102,26 @@ class AlfworldTask(Task):
         return rows, games, root
 
     # ---- data -------------------------------------------------------------------------------
+
+    def twin_split(self, prepared: PreparedTaskPaths, folder: Path, seed: int) -> Path | None:
+        """As many games as the test split, generated from ``seed`` on (the real ALFWorld games
+        are a fixed pool: None). Seeds in train's or test's range are skipped."""
+        if self.params.source != "household":
+            return None
+        from .games import Difficulty, make_games
+        p = self.params
+        test = list(iter_jsonl(prepared.test))
+        used = {row["seed"] for row in test} | {
+            json.loads(meta.read_text())["seed"]
+            for meta in (prepared.data / "games").glob("*.meta.json")}
+        while set(range(seed, seed + len(test) * 20)) & used:
+            seed += len(test) * 20
+        games = make_games(folder / "games", "twin", len(test), seed,
+                           Difficulty(p.rooms, p.objects, p.quest_length), p.goal_types)
+        write_jsonl_atomic(folder / "twin.jsonl", [
+            {"id": Path(m["game"]).stem, "game": f"games/{m['game']}",
+             "goal_type": m["goal_type"], "goal": m["goal"], "seed": m["seed"]} for m in games])
+        return folder / "twin.jsonl"
 
     def prepare(self, out: PreparedTaskPaths) -> dict[str, Any]:
         p = self.params

@@ -135,6 +135,20 @@ class GSM8KTask(Task):
             "params": p.to_dict(),
         }
 
+    def twin_split(self, prepared: PreparedTaskPaths, folder: Path, seed: int) -> Path | None:
+        source = make_source(self.params.source, self.data_root)
+        if not source.procedural:
+            return None
+        test = list(iter_jsonl(prepared.test))
+        train = list(iter_jsonl(prepared.data / "train.jsonl"))
+        taken = {normalize_question(item["question"]) for item in test + train}
+        twin, _ = draw_split(source, "test", seed, len(test), taken)
+        shots = train[:self.params.shots]  # prepare's shots: the first train items
+        folder.mkdir(parents=True, exist_ok=True)
+        write_jsonl_atomic(folder / "twin.jsonl", [
+            self._sealed({**item, "id": f"twin-{i}"}, shots) for i, item in enumerate(twin)])
+        return folder / "twin.jsonl"
+
     def _sealed(self, item: dict[str, Any], shots: list[dict[str, Any]]) -> dict[str, Any]:
         return {**item, "prompt": user_prompt(item["question"], self.params.instruction, shots),
                 "system": self.params.system_prompt}

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterable, Iterator
 
 from a2rl.common.beneath import Limits, Walked, shown, walk_files
-from a2rl.common.files import iter_jsonl, write_json_atomic
+from a2rl.common.files import iter_jsonl, read_json, write_json_atomic
 from a2rl.common.records import LedgerEntry, read_ledger
 
 NGRAM = 8
@@ -359,9 +359,15 @@ def check_run_paths(run, prepared, n: int = NGRAM, min_coverage: float = MIN_COV
     tamper = check_tamper(read_ledger(run.ledger), texts,
                           extra_protected=[str(run.ledger), str(run.events), str(run.store),
                                            str(run.code_repo), str(prepared.sealed)])
-    result = {"contamination": contamination, "tamper": tamper}
+    result = {"contamination": contamination, "tamper": tamper, "behaviour": behaviour(run)}
     write_json_atomic(run.integrity, result)
     return result
+
+
+def behaviour(run) -> dict[str, Any]:
+    """The twin-split verdict final grading left in final.json (a2rl.grading.twin)."""
+    twin = read_json(run.final).get("twin") if run.final.exists() else None
+    return twin or {"checked": False, "flagged": False, "reason": "no selected submission"}
 
 
 def check_run(cfg) -> dict[str, Any]:

@@ -85,12 +85,32 @@ def integrity_view(integrity: dict[str, Any] | None) -> IntegrityView:
                              section=((Span("Not checked."),),))
     c = integrity.get("contamination") or {}
     t = integrity.get("tamper") or {}
+    b = integrity.get("behaviour") or {}
     count = t.get("count", 0)
     return IntegrityView(
-        checked=bool(c.get("checked")), flagged=bool(c.get("flagged")),
+        checked=bool(c.get("checked")), flagged=bool(c.get("flagged") or b.get("flagged")),
         contaminated_items=c.get("contaminated_items"), tamper_count=count,
-        headline=(*_contamination_verdict(c), Span(f"; {count} tamper attempt(s)")),
-        section=(*_contamination_section(c), *_tamper_section(t)))
+        headline=(*_contamination_verdict(c), *_behaviour_verdict(b),
+                  Span(f"; {count} tamper attempt(s)")),
+        section=(*_contamination_section(c), _behaviour_line(b), *_tamper_section(t)))
+
+
+def _behaviour_verdict(b: dict[str, Any]) -> Line:
+    if not b.get("flagged"):
+        return ()
+    return (Span("; "), Span("TEST FAR ABOVE ITS TWIN", "flag"),
+            Span(f" ({b['gap']:+.1f} points)"))
+
+
+def _behaviour_line(b: dict[str, Any]) -> Line:
+    """The twin-split check (a2rl.grading.twin) in one line."""
+    if not b.get("checked"):
+        return (Span(f"Twin split: not checked ({b.get('reason', 'no record')})."),)
+    verdict = Span("FLAGGED", "flag") if b["flagged"] else Span("not flagged", "ok")
+    return (Span(f"Twin split (as many fresh items from the test split's generator, seed "
+                 f"{b['seed']}): the selected model scored {b['score']:.1f} there, "
+                 f"{b['gap']:+.1f} points from its test score; flagged past "
+                 f"{b['threshold']:.1f}: "), verdict, Span("."))
 
 
 def _contamination_verdict(c: dict[str, Any]) -> Line:

@@ -274,6 +274,8 @@ class FinalRecord(CellRecord):
     n: int | None
     improvement: Number  # test_score - baseline
     breakdown: dict[str, Any] | None = None  # the task's per-category scores, if any
+    # the selected model on a twin of the test split, and the verdict (a2rl.grading.twin)
+    twin: dict[str, Any] | None = None
 
 
 # ---------------------------------------------------------------------------------- summary

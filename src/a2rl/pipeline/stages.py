@@ -186,9 +186,30 @@ def final_grade(cfg: RunConfig) -> FinalRecord:
         artifact_hash=None if best is None else best.artifact_hash,
         test_score=scored["score"], test_stderr=scored.get("stderr"), n=scored.get("n"),
         improvement=round(scored["score"] - baseline["score"], 4),
-        breakdown=scored.get("breakdown"))
+        breakdown=scored.get("breakdown"),
+        twin=None if best is None else _twin_check(cfg, run, best.artifact_hash, scored))
     record.save(run.final)
     return record
+
+
+def _twin_check(cfg: RunConfig, run: RunPaths, artifact_hash: str,
+                scored: dict[str, Any]) -> dict[str, Any]:
+    """The selected artifact scored on a twin of the test split drawn now, and the verdict
+    (a2rl.grading.twin); not checked for a task whose test split is a fixed pool."""
+    from a2rl.grading.artifacts import score_artifact, stored_artifact
+    from a2rl.grading.twin import draw_seed, not_checked, verdict
+    task = load_task_of(cfg)
+    seed = draw_seed()
+    split = task.twin_split(layout_of(cfg).prepared(cfg.task.id), run.root / "twin", seed)
+    if split is None:
+        return not_checked("the test split is a fixed pool; no twin can be drawn")
+    result, _ = score_artifact(stored_artifact(run.store, artifact_hash), base_model_dir(cfg),
+                               lambda model_dir: task.evaluate(model_dir, split,
+                                                               cfg.task.inference),
+                               timeout_s=cfg.budget.eval_timeout_s)
+    twin = {"seed": seed, "score": round(result.score, 4),
+            "stderr": round(result.stderr, 4), "n": result.n}
+    return verdict(scored["score"], scored.get("stderr"), twin)
 
 
 def _rescore_on_test(cfg: RunConfig, run: RunPaths, artifact_hash: str) -> dict[str, Any]:

@@ -162,6 +162,14 @@ class Task(ABC):
     def evaluate(self, model_dir: Path, split: Path, inference: InferenceConfig) -> EvalResult:
         """Score the HF model folder ``model_dir`` on the items of ``split`` (a jsonl file)."""
 
+    def twin_split(self, prepared: PreparedTaskPaths, folder: Path, seed: int) -> Path | None:
+        """A fresh split like the test split, as many items from the same generator but from
+        ``seed`` (drawn at grading time) and none of train's or test's, written into
+        ``folder``; the split file, or None for a task whose test split is a fixed pool. A
+        model far better on test than on its twin learnt the test items, not the task
+        (a2rl.grading.twin)."""
+        return None
+
     def find_item(self, item_id: str) -> dict[str, Any]:
         """The item ``item_id`` of any split, in the split files' format; KeyError if the task
         has no such item."""
