@@ -24,6 +24,7 @@ from a2rl.analysis.view import (
     Table,
     final_note,
     integrity_view,
+    network_view,
     number,
     route_text,
     share,
@@ -288,19 +289,11 @@ def _grading(s: RunSummary) -> list[str]:
 
 
 def _network(s: RunSummary) -> list[str]:
-    """The sandbox's network policy and the hosts the egress proxy saw (allowlist only)."""
-    network = s.network
-    if not network:
+    """The sandbox's network policy, what the task's public sources were to the agent, and the
+    hosts the egress proxy saw (allowlist only)."""
+    if not s.network:
         return []
-    lines = ["", "## Network", "", f"Policy: {_cell(network.get('policy'))}."]
-    hosts = network.get("hosts") or []
-    if not hosts:
-        return lines
-    return lines + [""] + _table(
-        ["host", "port", "allowed", "connections", "bytes up", "bytes down"],
-        [[_cell(h["host"]), _cell(h["port"]), "yes" if h["allowed"] else "refused",
-          _cell(h["connections"]), _cell(h["bytes_up"]), _cell(h["bytes_down"])]
-         for h in hosts])
+    return ["", "## Network", ""] + _blocks(network_view(s.network))
 
 
 def _timeline(s: RunSummary) -> list[str]:
