@@ -166,6 +166,7 @@ def test_gsm8k_params_are_the_tasks_own():
     ("budget.grader_restarts=-1", "budget.grader_restarts"),
     ("task.feedback=foo", "task.feedback"),
     ("task.level=L9", "task.level"),
+    ("task.public_sources=[github]", "task.public_sources"),
     ("task.model.source=ftp", "model.source"),
     ("sandbox=docker", "sandbox"),
     ("seed=abc", "seed"),

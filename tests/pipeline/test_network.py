@@ -20,7 +20,7 @@ from a2rl.config.checks import ConfigError
 from a2rl.config.compose import compose
 from a2rl.isolation.egress import EgressProxy, host_allowed
 from a2rl.isolation.sandbox import Sandbox
-from a2rl.pipeline.network import EGRESS_PORT, network_record, network_session
+from a2rl.pipeline.network import EGRESS_PORT, network_record, network_session, withheld_hosts
 from a2rl.report.markdown import _network
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
@@ -64,7 +64,8 @@ def test_open_is_recorded_and_forwards_nothing(tmp_path):
         assert env == {} and sandbox.forwards == {}
     kinds = [json.loads(line)["kind"] for line in run.events.read_text().splitlines()]
     assert "network_open" in kinds
-    assert network_record(cfg) == {"policy": "open"}
+    assert network_record(cfg) == {"policy": "open", "public_sources": {
+        "names": ["pypi"], "hosts": ["pypi.org", "files.pythonhosted.org"], "access": "open"}}
     assert "--unshare-net" not in sandbox.command(["true"], {})
 
 
@@ -77,7 +78,9 @@ def connect_through(sock_path, target: str, extra: str = "") -> str:
 
 
 def test_allowlist_starts_the_egress_proxy_and_the_summary_lists_its_hosts(tmp_path):
-    cfg = llm_agent("agent.network=allowlist", "++agent.allowlist=[localhost,.example.org]")
+    # household: a task whose sealed split no public host serves
+    cfg = llm_agent("task=household", "agent.network=allowlist",
+                    "++agent.allowlist=[localhost,.example.org]")
     run, events, grader = session_parts(tmp_path)
     sandbox = Sandbox("bwrap", run.workspace, run.root / "tools", grader, cfg.agent.network)
     with network_session(cfg, sandbox, run, grader, 41234, events) as env:
@@ -122,3 +125,27 @@ def test_allowlist_matching():
     assert host_allowed("cdn.example.org", [".example.org"])
     assert not host_allowed("example.org.evil.com", [".example.org", "example.org"])
     assert not host_allowed("notpypi.org", ["pypi.org"])
+
+
+HUMANEVAL_HOSTS = ["huggingface.co", ".huggingface.co", "hf.co", ".hf.co", "pypi.org",
+                   "files.pythonhosted.org"]
+
+
+@pytest.mark.parametrize(("overrides", "access"), [
+    (["agent.network=allowlist"], "withheld"),
+    (["agent.network=allowlist", "++agent.allow_public_sources=true"], "allowed"),
+    (["agent.network=open"], "open"),
+    (["sandbox=none"], "open"),  # the host's network whatever the policy
+    ([], None),  # llm: nothing but the LLM proxy, so nothing to say
+])
+def test_the_record_says_what_the_public_sources_were(overrides, access):
+    """HumanEval's sealed problems are on the Hub and in a PyPI wheel: under allowlist the proxy
+    withholds both services' hosts unless the grid opts in, and run.json says which."""
+    cfg = llm_agent("task=humaneval", *overrides)
+    record = network_record(cfg)
+    assert withheld_hosts(cfg) == ([] if access == "allowed" else HUMANEVAL_HOSTS)
+    if access is None:
+        assert "public_sources" not in record
+    else:
+        assert record["public_sources"] == {"names": ["huggingface", "pypi"],
+                                            "hosts": HUMANEVAL_HOSTS, "access": access}

@@ -8,8 +8,12 @@ import html
 import re
 from dataclasses import replace
 
+import pytest
+
 from a2rl.analysis.view import integrity_view
 from a2rl.common.layout import RunPaths
+from a2rl.config.compose import compose
+from a2rl.pipeline.network import network_record
 from a2rl.report.markdown import render_markdown, write_markdown
 from a2rl.report.run_page import run_page
 
@@ -71,3 +75,29 @@ def test_a_run_without_integrity_checks_says_so(tmp_path, blank_summary):
                         tmp_path / "summary.md").read_text()
     assert "Contamination: not checked (no sealed split found)." in md
     assert "| Integrity | contamination not checked; 0 tamper attempt(s) |" in md
+
+
+@pytest.mark.parametrize(("overrides", "said"), [
+    (["agent.network=allowlist"], "these hosts were withheld: the egress proxy refused them"),
+    (["agent.network=allowlist", "++agent.allow_public_sources=true"],
+     "these hosts were reachable: the grid set agent.allow_public_sources"),
+    (["agent.network=open"], "these hosts were reachable: the sandbox shared the host's network"),
+])
+def test_the_network_policy_is_said_once_and_drawn_twice(overrides, said, tmp_path,
+                                                         blank_summary):
+    """Which policy a run had, and whether the public original of its sealed split was within
+    the agent's reach (a2rl.pipeline.network.network_record)."""
+    cfg = compose(["task=gsm8k", "agent=claude_code", "driver=replay", *overrides])
+    summary = replace(blank_summary, network=network_record(cfg))
+    md = render_markdown(summary).split("## Network")[1]
+    page = visible(run_page(summary, RunPaths(tmp_path / "run"), "plot.svg"))
+    page = page.split("Network")[-1]
+    sources = ("The sealed split is public (huggingface: huggingface.co, .huggingface.co, "
+               "hf.co, .hf.co); ")
+    assert sources + said.replace("reachable", "**reachable**") in md
+    assert sources + said in page
+    policy = ("Policy: allowlist (allowlist: pypi.org, files.pythonhosted.org, huggingface.co, "
+              "cdn-lfs.huggingface.co, registry.npmjs.org).")
+    assert (policy in md and policy in page) == ("agent.network=allowlist" in overrides)
+    assert ("Policy: open." in md and "Policy: open." in page) == ("agent.network=open"
+                                                                   in overrides)

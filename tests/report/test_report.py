@@ -14,9 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 import zipfile
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -26,6 +24,7 @@ from a2rl.common.files import iter_jsonl, read_json
 from a2rl.config.types import ConfigError, DriverConfig, PricesConfig
 from a2rl.grading import recording
 from a2rl.report.narrative import write_narrative
+from chat_stub import ChatStub
 from checkout import REPO, child_env
 
 pytestmark = pytest.mark.integration
@@ -215,53 +214,27 @@ def test_snakemake_report_collects_the_rules_outputs(runs, tmp_path):
 # --------------------------------------------------------------------------------- narrative
 
 
-class StubChat(BaseHTTPRequestHandler):
-    """An OpenAI-compatible chat endpoint on 127.0.0.1 that records what it was sent."""
-
-    seen: list[dict] = []
-
-    def do_POST(self):  # noqa: N802 (http.server's naming)
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        StubChat.seen.append({"path": self.path, "auth": self.headers.get("Authorization"),
-                              "body": body})
-        answer = json.dumps({"choices": [{"message": {
-            "role": "assistant", "content": "The agent fine-tuned with SFT twice."}}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
-
-    def log_message(self, *args):
-        pass
-
-
 def test_narrative_is_optional_and_goes_through_the_driver(runs, tmp_path, monkeypatch):
     run = runs["runs"]["sft"]
     summary_md = tmp_path / "summary.md"
     shutil.copy(run.summary_md, summary_md)
-    server = HTTPServer(("127.0.0.1", 0), StubChat)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with ChatStub("The agent fine-tuned with SFT twice.") as chat:
         driver = DriverConfig(name="stub", provider="openai", model="judge-1",
-                              base_url=f"http://127.0.0.1:{server.server_port}/v1",
-                              api_key_env="A2RL_TEST_NARRATIVE_KEY",
+                              base_url=chat.base_url, api_key_env="A2RL_TEST_NARRATIVE_KEY",
                               prices=PricesConfig(free=True))
         monkeypatch.delenv("A2RL_TEST_NARRATIVE_KEY", raising=False)
         with pytest.raises(ConfigError, match="A2RL_TEST_NARRATIVE_KEY"):
             write_narrative(summary_md, driver)
         monkeypatch.setenv("A2RL_TEST_NARRATIVE_KEY", "secret")
         out = write_narrative(summary_md, driver)
-    finally:
-        server.shutdown()
-        thread.join(timeout=10)
     assert out == tmp_path / "narrative.md"
     assert "The agent fine-tuned with SFT twice." in out.read_text()
-    [request] = StubChat.seen
+    [request] = chat.seen
     assert request["path"] == "/v1/chat/completions" and request["auth"] == "Bearer secret"
     assert request["body"]["model"] == "judge-1"
-    assert request["body"]["messages"][1]["content"] == summary_md.read_text()
+    # the summary whole, fenced as data (tests/attacks/test_narrative_injection_attacks.py)
+    assert f"\n{summary_md.read_text()}\n</run-summary-" in request["body"]["messages"][1][
+        "content"]
     # off by default: the pipeline's runs have no narrative
     assert not (run.root / "narrative.md").exists()
 

@@ -1,6 +1,6 @@
 """What a run summary shows its readers, computed once for both renderers (summary.md by
 ``a2rl.report.markdown``, the run's page by ``a2rl.report.html``): the integrity verdict and
-section, the route's and the final score's wording.
+section, the network section, the route's and the final score's wording.
 
 Text is plain. A ``Span``'s mark asks for emphasis that each format draws its own way: ``flag``
 (a problem: bold in Markdown, red in HTML), ``ok`` (a clean result: plain in Markdown, green in
@@ -158,3 +158,45 @@ def _tamper_section(t: dict[str, Any]) -> list[Line | Table]:
                             tuple((a["kind"], a["source"], a["detail"]) for a in t["attempts"]),
                             brief_rows=ATTEMPTS_BRIEF, brief_chars=DETAIL_BRIEF))
     return blocks
+
+
+# what each value of run.json's network.public_sources.access (a2rl.pipeline.network) meant
+PUBLIC_SOURCES_ACCESS = {
+    "withheld": ("withheld", "the egress proxy refused them, whatever agent.allowlist says"),
+    "allowed": ("reachable", "the grid set agent.allow_public_sources, so the egress proxy let "
+                "through those that agent.allowlist names"),
+    "open": ("reachable", "the sandbox shared the host's network"),
+}
+
+
+def network_view(network: dict[str, Any]) -> tuple[Line | Table, ...]:
+    """run.json's network policy as shown: the policy and its allowlist, what the task's public
+    sources were to the agent, and the hosts the egress proxy saw (summary's ``network``)."""
+    blocks: list[Line | Table] = [_policy_line(network)]
+    if network.get("public_sources"):
+        blocks.append(_public_sources_line(network["public_sources"]))
+    if network.get("hosts"):
+        blocks.append(Table(
+            ("host", "port", "allowed", "connections", "bytes up", "bytes down"),
+            tuple((h["host"], h["port"], "yes" if h["allowed"] else "refused",
+                   h["connections"], h["bytes_up"], h["bytes_down"]) for h in network["hosts"]),
+            numeric=(3, 4, 5)))
+    return tuple(blocks)
+
+
+def _policy_line(network: dict[str, Any]) -> Line:
+    spans = [Span("Policy: "), Span(str(network.get("policy")), "code")]
+    if network.get("allowlist") is not None:
+        spans.append(Span(f" (allowlist: {', '.join(network['allowlist']) or 'empty'})"))
+    if network.get("isolated") is False:
+        spans.append(Span("; sandbox none: the host's network, whatever the policy"))
+    return (*spans, Span("."))
+
+
+def _public_sources_line(sources: dict[str, Any]) -> Line:
+    """Whether the agent could fetch the public original of the task's sealed split."""
+    state, why = PUBLIC_SOURCES_ACCESS.get(sources.get("access"),
+                                           ("unknown", f"access {sources.get('access')!r}"))
+    return (Span(f"The sealed split is public ({', '.join(sources.get('names', []))}: "
+                 f"{', '.join(sources.get('hosts', []))}); these hosts were "),
+            Span(state, "flag" if state == "reachable" else "ok"), Span(f": {why}."))

@@ -232,8 +232,10 @@ class RunRecord(CellRecord):
     # the agent's memory, process and tmpfs limits, what enforced each and the kernel's OOM
     # kills (a2rl.isolation.limits.Confinement.record); None in runs before they were kept
     resources: dict[str, Any] | None = recorded(written_if="resources", default=None)
-    # what the sandbox could reach: {"policy": none|llm|allowlist|open, "allowlist": [...]}
-    # (a2rl.pipeline.network.network_record); None in runs before it was kept
+    # what the sandbox could reach: {"policy": none|llm|allowlist|open, "allowlist": [...],
+    # "public_sources": {"names", "hosts", "access": withheld|allowed|open}} (the last where the
+    # task's sealed split is public; a2rl.pipeline.network.network_record); None in runs before
+    # it was kept
     network: dict[str, Any] | None = recorded(written_if="network", default=None)
     # an LLM agent's stack (a2rl.llm.drivers.StackRun)
     stack: str | None = recorded(written_if="stack", default=None)

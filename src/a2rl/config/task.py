@@ -19,6 +19,14 @@ BACKENDS = ("auto", "hf", "vllm")
 MODEL_SOURCES = ("smollm2_gguf", "tiny", "hf", "path")
 # a task package is a Python package name (a2rl_tasks.<package>)
 PACKAGE_NAME = re.compile(r"[A-Za-z0-9_]+")
+# where a task's sealed split, or what regenerates it, is public (task.public_sources): the hosts
+# that serve each, as agent.allowlist writes them (a leading dot: any subdomain). The egress
+# proxy sees only the host of an HTTPS connection, never its path, so a source is all of a
+# service: no telling a dataset from a model on the Hub, or one package from another on PyPI.
+PUBLIC_SOURCES = {
+    "huggingface": ("huggingface.co", ".huggingface.co", "hf.co", ".hf.co"),
+    "pypi": ("pypi.org", "files.pythonhosted.org"),
+}
 
 
 @dataclass
@@ -123,6 +131,12 @@ class TaskConfig:
     resources: ResourcesConfig = field(default_factory=ResourcesConfig, metadata={
         "help": "What grading the task needs on a cluster (the measure_baseline job, and "
                 "run_cell's final grade)."})
+    public_sources: list[str] = field(default_factory=list, metadata={
+        "help": "Where anyone can fetch the task's sealed split, or what regenerates it (its "
+                "public original): names of a2rl.config.task.PUBLIC_SOURCES, huggingface (the "
+                "Hub's hosts) or pypi (a package ships or regenerates it). Under agent.network="
+                "allowlist the egress proxy refuses their hosts, whatever agent.allowlist says, "
+                "unless agent.allow_public_sources is true; run.json and the report say which."})
     eval_s: float = field(default=1800.0, metadata={
         "help": "Upper bound in seconds of one evaluation of a split on those resources; the "
                 "time limits of the grading jobs and of a cell's job, run_cell (an evaluation in "
@@ -136,3 +150,11 @@ class TaskConfig:
         require(self.level in LEVELS, f"task.level={self.level!r}; expected one of {LEVELS}")
         require(self.feedback in FEEDBACK_MODES,
                 f"task.feedback={self.feedback!r}; expected one of {FEEDBACK_MODES}")
+        unknown = [name for name in self.public_sources if name not in PUBLIC_SOURCES]
+        require(not unknown, f"task.public_sources: {unknown} unknown; expected names of "
+                             f"{sorted(PUBLIC_SOURCES)}")
+
+    @property
+    def public_hosts(self) -> list[str]:
+        """The hosts of ``public_sources``, in order."""
+        return [host for name in self.public_sources for host in PUBLIC_SOURCES[name]]

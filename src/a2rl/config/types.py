@@ -29,6 +29,8 @@ AGENT_KINDS = ("reference", "llm")
 # what an agent's sandbox may reach (docs/sandbox.md): nothing, the run's LLM proxy, that and
 # agent.allowlist's hosts through the egress proxy, or the host's whole network
 NETWORK_POLICIES = ("none", "llm", "allowlist", "open")
+# the package and model hubs; the egress proxy still refuses those that serve the task's sealed
+# split publicly (task.public_sources) unless the grid sets agent.allow_public_sources
 DEFAULT_ALLOWLIST = ("pypi.org", "files.pythonhosted.org", "huggingface.co",
                      "cdn-lfs.huggingface.co", "registry.npmjs.org")
 # the grid `snakemake --cores all` and `a2rl doctor` run unless told otherwise; conf/config.yaml
@@ -60,6 +62,11 @@ class AgentConfig:
                 "an egress proxy, logged to egress.jsonl) or open (the host's network)."})
     allowlist: list[str] = field(default_factory=lambda: list(DEFAULT_ALLOWLIST), metadata={
         "help": "Host names reachable under network=allowlist (a leading dot: any subdomain)."})
+    allow_public_sources: bool = field(default=False, metadata={
+        "help": "Under network=allowlist, let the agent reach the hosts of task.public_sources "
+                "(where the task's sealed split is public) that agent.allowlist names. false "
+                "(the default): the egress proxy refuses them; a grid opts in with "
+                "agent: {allow_public_sources: true}."})
     env: dict[str, str] = field(default_factory=dict, metadata={
         "help": "Extra environment variables for the agent process."})
     settings: dict[str, dict[str, Any]] = field(default_factory=dict, metadata={

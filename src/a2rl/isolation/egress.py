@@ -4,8 +4,10 @@ The sandbox has no network of its own; its HTTPS_PROXY/HTTP_PROXY point at 127.0
 which a2rl/isolation/netrelay.py relays to this proxy's unix socket in /run/a2rl. It serves
 ``CONNECT host:port`` (HTTPS, and any TLS tunnel) and plain-HTTP requests in absolute form
 (``GET http://host/path``). A host not in the allowlist (exactly, or under an entry starting with
-a dot), a port not allowed, or a name resolving to a non-public address (loopback, private,
-link-local: the host's own services) gets 403. Every connection, allowed or refused, is one line of
+a dot), a withheld host (matched the same way, whatever the allowlist says: one that serves the
+task's sealed split publicly, a2rl.pipeline.network.withheld_hosts), a port not allowed, or a
+name resolving to a non-public address (loopback, private, link-local: the host's own services)
+gets 403. Every connection, allowed or refused, is one line of
 the run's egress.jsonl::
 
     {"time": "...", "host": "pypi.org", "port": 443, "method": "CONNECT", "allowed": true,
@@ -61,14 +63,17 @@ class Refused(Exception):
 
 class EgressProxy:
     """Serves on ``socket_path`` (world-connectable: the sandbox's uid is another) from a daemon
-    thread; logs to ``log_path``. ``resolve`` maps host names to addresses before DNS (tests map
-    an allowlisted name to a local server; such a mapping may name a non-public address)."""
+    thread; logs to ``log_path``. ``withheld``: hosts refused even when the allowlist names them.
+    ``resolve`` maps host names to addresses before DNS (tests map an allowlisted name to a local
+    server; such a mapping may name a non-public address)."""
 
     def __init__(self, socket_path: Path, log_path: Path, allowlist: Iterable[str],
-                 ports: Iterable[int] = DEFAULT_PORTS, resolve: Optional[dict[str, str]] = None):
+                 ports: Iterable[int] = DEFAULT_PORTS, resolve: Optional[dict[str, str]] = None,
+                 withheld: Iterable[str] = ()):
         self.socket_path = Path(socket_path)
         self.log_path = Path(log_path)
         self.allowlist = list(allowlist)
+        self.withheld = list(withheld)
         self.ports = set(ports)
         self.resolve = dict(resolve or {})
         self._loop: Optional[asyncio.AbstractEventLoop] = None
@@ -182,6 +187,9 @@ class EgressProxy:
 
     async def _check(self, host: str, port: int) -> str:
         """The address to connect to, or Refused (403) with why."""
+        if host_allowed(host, self.withheld):
+            raise Refused(403, "refused", f"host {host} serves the task's sealed split publicly "
+                          "(task.public_sources; agent.allow_public_sources is false)")
         if not host_allowed(host, self.allowlist):
             raise Refused(403, "refused", f"host {host} is not in agent.allowlist")
         if port not in self.ports:

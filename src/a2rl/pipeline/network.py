@@ -6,7 +6,9 @@
   inside, so the agent CLIs keep the proxy's http://127.0.0.1:<port> URL;
 - ``allowlist``: that, plus an egress proxy (a2rl.isolation.egress) on /run/a2rl/egress.sock,
   forwarded to 127.0.0.1:EGRESS_PORT and named by HTTPS_PROXY/HTTP_PROXY: ``agent.allowlist``'s
-  hosts only, every connection in egress.jsonl;
+  hosts only, every connection in egress.jsonl. The hosts that serve the task's sealed split
+  publicly (``task.public_sources``) are withheld, refused even where the allowlist names
+  them, unless the grid sets ``agent.allow_public_sources``;
 - ``open``: the host's network namespace, shared (its internet, its loopback services, its
   abstract unix sockets); recorded in run.json and as a ``network_open`` event.
 
@@ -61,8 +63,10 @@ def network_session(cfg: RunConfig, sandbox: Sandbox, run: RunPaths, grader_dir:
         return
     forwards[EGRESS_PORT] = f"{GRADER_DIR}/{EGRESS_SOCKET}"
     sandbox.forwards = forwards
-    with EgressProxy(grader_dir / EGRESS_SOCKET, run.egress, cfg.agent.allowlist):
-        events.emit("egress_start", allowlist=list(cfg.agent.allowlist))
+    withheld = withheld_hosts(cfg)
+    with EgressProxy(grader_dir / EGRESS_SOCKET, run.egress, cfg.agent.allowlist,
+                     withheld=withheld):
+        events.emit("egress_start", allowlist=list(cfg.agent.allowlist), withheld=withheld)
         yield proxy_env(f"http://127.0.0.1:{EGRESS_PORT}")
 
 
@@ -74,11 +78,34 @@ def proxy_env(url: str) -> dict[str, str]:
             "NO_PROXY": direct, "no_proxy": direct}
 
 
+def withheld_hosts(cfg: RunConfig) -> list[str]:
+    """The hosts the egress proxy refuses whatever agent.allowlist says: those serving the
+    task's sealed split publicly, unless the grid opted in (agent.allow_public_sources)."""
+    return [] if cfg.agent.allow_public_sources else cfg.task.public_hosts
+
+
+def public_sources_access(cfg: RunConfig) -> str:
+    """What the sandbox could do with the hosts of task.public_sources: ``withheld`` (the egress
+    proxy refused them), ``allowed`` (the grid opted in: reachable where agent.allowlist names
+    them), ``open`` (the host's network) or ``unreachable`` (no route out but the LLM proxy)."""
+    if cfg.sandbox == "none" or cfg.agent.network == "open":
+        return "open"
+    if cfg.agent.network == "allowlist":
+        return "allowed" if cfg.agent.allow_public_sources else "withheld"
+    return "unreachable"
+
+
 def network_record(cfg: RunConfig) -> dict[str, Any]:
-    """run.json's ``network``: the policy and, under allowlist, the hosts allowed."""
+    """run.json's ``network``: the policy; under allowlist, the hosts allowed; and where the
+    sandbox reaches beyond the LLM proxy on a task with public sources, those sources' hosts
+    and what the sandbox could do with them (``public_sources_access``)."""
     record: dict[str, Any] = {"policy": cfg.agent.network}
     if cfg.agent.network == "allowlist":
         record["allowlist"] = list(cfg.agent.allowlist)
     if cfg.sandbox == "none":
         record["isolated"] = False  # sandbox none: the host's network whatever the policy
+    access = public_sources_access(cfg)
+    if cfg.task.public_sources and access != "unreachable":
+        record["public_sources"] = {"names": list(cfg.task.public_sources),
+                                    "hosts": cfg.task.public_hosts, "access": access}
     return record

@@ -77,7 +77,7 @@ def _board_rows(board: pd.DataFrame, links: dict[tuple, list[tuple[int, str]]]) 
             elif c in SCORE_COLUMNS:
                 cells.append(fmt(value))
             elif c == "contaminated" and value:
-                cells.append(f'<span class="flag">{value}</span>')
+                cells.append(f'<span class="flag">{esc(value)}</span>')
             else:
                 cells.append(esc(value) if value is not None else "–")
         seeds = links.get((r["grid"], r["task"], r["agent"], r["driver"]), [])

@@ -1,11 +1,19 @@
 """summary.md: a run's ``RunSummary`` (``a2rl.analysis.summary``) as Markdown, the brief text
 a person or the optional narrative (``a2rl.report.narrative``) reads. What the integrity
 section and the outcome's verdicts say comes from ``a2rl.analysis.view``, as on the HTML page.
+
+Much of a summary is the agent's text (submission errors, file names, matched code, log lines,
+model names, hosts it asked for), and a Markdown viewer renders embedded HTML, links and
+images. So every value goes through ``_cell`` (one line, HTML-escaped, Markdown's inline
+punctuation backslash-escaped) and every excerpt through ``_code_block`` (a fence no line of it
+can close); only the harness's own wording is written as Markdown.
 """
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +24,7 @@ from a2rl.analysis.view import (
     Table,
     final_note,
     integrity_view,
+    network_view,
     number,
     route_text,
     share,
@@ -48,9 +57,31 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
+# what opens an inline construct wherever it stands: emphasis (* ~), code spans, links and
+# images ([ ]), a backslash (which would undo the escape after it) and a table's cell border
+INLINE_PUNCTUATION = re.compile(r"([\\`*~\[\]|])")
+# a run of underscores with a letter or digit on both sides never opens or closes emphasis
+# (CommonMark's flanking rules), so ids like chain_sum-test-3 stay as they are. This matches the
+# other runs, whole: one that starts the text or follows a non-word character, or one that
+# follows a letter or digit and is not followed by one (possessive: never a run's tail)
+UNDERSCORES = re.compile(r"(?<!\w)_+|(?<=[^\W_])_++(?![^\W_])")
+
+
 def _cell(value: Any) -> str:
-    """Text safe inside a Markdown table cell: one line, pipes escaped."""
-    return " ".join(_text(value).split()).replace("|", "\\|")
+    """Text shown as it is, never as Markdown or HTML, in a table cell or a paragraph: one
+    line (each run of whitespace one space, so a span's edge spaces stay), ``& < >`` as HTML
+    entities, inline punctuation backslash-escaped."""
+    text = html.escape(re.sub(r"\s+", " ", _text(value)), quote=False)
+    text = INLINE_PUNCTUATION.sub(r"\\\1", text)
+    return UNDERSCORES.sub(lambda run: run.group().replace("_", "\\_"), text)
+
+
+def _code_block(text: str, indent: str = "") -> list[str]:
+    """``text`` verbatim in a fenced code block whose fence is longer than any run of backticks
+    in it, so that no line of the text can close the block early."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = indent + "`" * max(3, longest + 1)
+    return [fence, *(indent + line for line in text.splitlines()), fence]
 
 
 def _table(header: list[str] | tuple[str, ...], rows: list[list[str]]) -> list[str]:
@@ -60,7 +91,11 @@ def _table(header: list[str] | tuple[str, ...], rows: list[list[str]]) -> list[s
 
 
 def _short(commit: Any) -> str:
-    return f"`{commit[:SHORT]}`" if isinstance(commit, str) and commit else "–"
+    """A commit hash as code; anything but hex digits as plain text (a code span shows its
+    content raw)."""
+    if not isinstance(commit, str) or not commit:
+        return "–"
+    return f"`{commit[:SHORT]}`" if re.fullmatch(r"[0-9a-f]+", commit) else _cell(commit)
 
 
 def _seconds(value: Any) -> str:
@@ -68,8 +103,10 @@ def _seconds(value: Any) -> str:
 
 
 def _line(spans: Line) -> str:
-    """A paragraph: a flagged span in bold, the others plain."""
-    return "".join(f"**{s.text}**" if s.mark == "flag" else s.text for s in spans)
+    """A paragraph (or a table cell): a flagged span in bold, the others plain; every span's
+    text escaped, since the views quote the agent's files and logs."""
+    return "".join(f"**{_cell(s.text)}**" if s.mark == "flag" else _cell(s.text)
+                   for s in spans)
 
 
 def _view_table(table: Table) -> list[str]:
@@ -148,7 +185,7 @@ def _outcome(s: RunSummary, integrity: str) -> list[str]:
         ["Submissions", f"{subs.total} ({subs.valid} valid, {subs.invalid} invalid)"],
         ["Route", _cell(route_text(s.route["methods"], s.route["techniques"]))],
         ["LLM cost", "–" if cost is None else f"${cost:.4f}"],
-        ["Integrity", _cell(integrity)],
+        ["Integrity", integrity],  # _line's: escaped already
     ])
 
 
@@ -209,11 +246,11 @@ def _code(s: RunSummary) -> list[str]:
          _cell(r["message"])] for r in revisions])
     tagged = [t for r in revisions for t in r["tags"] if t.startswith("submission-")]
     if len(tagged) >= 2:
-        lines += ["", "What changed between the first two submissions:", "", "```",
-                  f"git --git-dir {repo} diff {tagged[0]} {tagged[1]}", "```"]
+        lines += ["", "What changed between the first two submissions:", "",
+                  *_code_block(f"git --git-dir {repo} diff {tagged[0]} {tagged[1]}")]
     elif tagged:
-        lines += ["", f"Code of {tagged[0]}:", "", "```",
-                  f"git --git-dir {repo} show --stat {tagged[0]}", "```"]
+        lines += ["", f"Code of {_cell(tagged[0])}:", "",
+                  *_code_block(f"git --git-dir {repo} show --stat {tagged[0]}")]
     return lines
 
 
@@ -223,9 +260,9 @@ def _failures(s: RunSummary) -> list[str]:
         return lines + ["None."]
     for f in s.failures:
         when = f" at {_fmt(f['elapsed_s'], 1)} s" if number(f.get("elapsed_s")) else ""
-        lines.append(f"- **{f['kind']}**{when}: {' '.join(str(f['message']).split())}")
+        lines.append(f"- **{_cell(f['kind'])}**{when}: {_cell(f['message'])}")
         if f.get("excerpt"):
-            lines += ["", "  ```", *(f"  {x}" for x in f["excerpt"].splitlines()), "  ```"]
+            lines += ["", *_code_block(str(f["excerpt"]), indent="  ")]
     return lines
 
 
@@ -252,19 +289,11 @@ def _grading(s: RunSummary) -> list[str]:
 
 
 def _network(s: RunSummary) -> list[str]:
-    """The sandbox's network policy and the hosts the egress proxy saw (allowlist only)."""
-    network = s.network
-    if not network:
+    """The sandbox's network policy, what the task's public sources were to the agent, and the
+    hosts the egress proxy saw (allowlist only)."""
+    if not s.network:
         return []
-    lines = ["", "## Network", "", f"Policy: {_cell(network.get('policy'))}."]
-    hosts = network.get("hosts") or []
-    if not hosts:
-        return lines
-    return lines + [""] + _table(
-        ["host", "port", "allowed", "connections", "bytes up", "bytes down"],
-        [[_cell(h["host"]), _cell(h["port"]), "yes" if h["allowed"] else "refused",
-          _cell(h["connections"]), _cell(h["bytes_up"]), _cell(h["bytes_down"])]
-         for h in hosts])
+    return ["", "## Network", ""] + _blocks(network_view(s.network))
 
 
 def _timeline(s: RunSummary) -> list[str]:

@@ -1,7 +1,7 @@
 """One run's page of the HTML report (runs/<task>__<agent>__<driver>__seed<k>.html), drawn
 from its ``RunSummary``: outcome, score-vs-time trajectory, process metrics, route, submissions
-with lineage, code revisions with their diffs, failures, integrity, LLM usage, an LLM agent's
-transcript (a2rl.report.transcript_view), timeline."""
+with lineage, code revisions with their diffs, failures, integrity, network, LLM usage, an LLM
+agent's transcript (a2rl.report.transcript_view), timeline."""
 
 from __future__ import annotations
 
@@ -9,7 +9,14 @@ from pathlib import Path
 
 from a2rl.analysis.failures import EVENT_COLUMNS
 from a2rl.analysis.transcripts.timeline import load_stack, run_timeline
-from a2rl.analysis.view import IntegrityView, Table, final_note, integrity_view
+from a2rl.analysis.view import (
+    IntegrityView,
+    Line,
+    Table,
+    final_note,
+    integrity_view,
+    network_view,
+)
 from a2rl.common.layout import RunPaths
 from a2rl.common.records import RunSummary
 from a2rl.grading import recording
@@ -27,9 +34,10 @@ from a2rl.report.html_parts import (
 from a2rl.report.transcript_view import diff_anchor, transcript_section
 
 
-def integrity_section(view: IntegrityView) -> str:
+def view_blocks(blocks: tuple[Line | Table, ...]) -> str:
+    """A view's section (a2rl.analysis.view): paragraphs and tables."""
     return "\n".join(view_table(b) if isinstance(b, Table) else f"<p>{line_html(b)}</p>"
-                     for b in view.section)
+                     for b in blocks)
 
 
 def code_revision_sections(s: RunSummary, repo: Path) -> str:
@@ -90,7 +98,9 @@ def run_page(s: RunSummary, run: RunPaths, plot: str) -> str:
             "<h2 id=\"submissions\">Submissions</h2>", _submissions(s),
             "<h2 id=\"code\">Code revisions</h2>", code_revision_sections(s, run.code_repo),
             "<h2 id=\"failures\">Failures</h2>", _failures(s),
-            "<h2 id=\"integrity\">Integrity</h2>", integrity_section(integrity)]
+            "<h2 id=\"integrity\">Integrity</h2>", view_blocks(integrity.section)]
+    if s.network:
+        body += ["<h2 id=\"network\">Network</h2>", view_blocks(network_view(s.network))]
     if s.llm:
         llm = s.llm
         body += ["<h2 id=\"llm\">LLM usage</h2>", table(
