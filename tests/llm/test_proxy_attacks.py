@@ -208,3 +208,23 @@ def test_the_proxy_forwards_only_allowlisted_headers(provider, tmp_path):
         for value in ("victim", "stolen", "10.0.0.1", "hostile", DUMMY, "evil.example"):
             assert value not in shown, (protocol, value, shown)
         assert urlsplit(provider.server.url).port == int(sent["headers"]["host"].split(":")[1])
+
+
+def test_a_neighbour_without_the_key_gets_nothing_and_leaves_nothing(tmp_path):
+    """Under the open network policy another run's agent shares loopback: every route of this
+    run's proxy refuses it (health and the model list too) and its calls are not in this run's
+    llm_calls.jsonl."""
+    import httpx
+
+    settings = ProxySettings(provider="openai", model=MODEL, base_url="http://127.0.0.1:9/v1",
+                             api_key=REAL_KEY)
+    with LLMProxy(settings, tmp_path / "llm_calls.jsonl", DUMMY).start() as proxy:
+        for method, path in (("GET", "/health"), ("GET", "/v1/models"),
+                             ("POST", "/v1/chat/completions"), ("POST", "/v2/anything")):
+            answer = httpx.request(method, f"{proxy.url}{path}", json={"messages": []})
+            assert answer.status_code == 401, (path, answer.text)
+            assert MODEL not in answer.text
+        assert httpx.get(f"{proxy.url}/health",
+                         headers={"Authorization": f"Bearer {DUMMY}"}).status_code == 200
+    log = tmp_path / "llm_calls.jsonl"
+    assert not log.exists() or log.read_text() == ""

@@ -184,6 +184,18 @@ def create_app(settings: ProxySettings, log: CallLog, dummy_key: str) -> FastAPI
                                                                     connect=30.0))
         return state["http"]
 
+    @app.middleware("http")
+    async def only_with_the_key(request: Request, call_next):
+        """Every route needs the run's key, and a request without it is not logged: under the
+        ``open`` network policy other runs' agents share loopback, and must neither probe this
+        proxy nor fill this run's llm_calls.jsonl and report (issue #28, as for the grader)."""
+        if not hmac.compare_digest(_presented_key(request).encode(), dummy_key.encode()):
+            protocol = protocol_of(request.url.path) or OPENAI_CHAT
+            return JSONResponse(render_error(protocol, 401, "wrong API key for the a2rl proxy "
+                                             "(use the one in the environment)",
+                                             "authentication_error"), 401)
+        return await call_next(request)
+
     @app.get("/health")
     def health() -> dict[str, str]:
         return {"status": "ok"}
@@ -211,9 +223,6 @@ def create_app(settings: ProxySettings, log: CallLog, dummy_key: str) -> FastAPI
                        latency_s=round(time.monotonic() - started, 3), error=message)
             return JSONResponse(render_error(protocol, status, message, kind), status)
 
-        if not hmac.compare_digest(_presented_key(request).encode(), dummy_key.encode()):
-            return refuse(401, "unauthorized", "wrong API key for the a2rl proxy (use the one "
-                          "in the environment)", "authentication_error")
         try:
             body = json.loads(await request.body() or b"{}")
         except ValueError:
