@@ -203,6 +203,10 @@ class BudgetConfig:
     tmpfs_gb: float = field(default=4.0, metadata={
         "help": "GiB each of the sandbox's /tmp and /dev/shm holds; a write past it fails "
                 "with ENOSPC."})
+    max_agent_log_mb: float = field(default=100.0, metadata={
+        "help": "MiB of the agent's output kept in agent.log as it comes; past it the output "
+                "is still read (the agent never blocks) but only counted, and its last 64 KiB "
+                "follow a line saying how many bytes were cut (run.json log_cut_bytes)."})
 
     def __post_init__(self) -> None:
         require(self.time_limit_s > 0, f"budget.time_limit_s={self.time_limit_s}; expected > 0")
@@ -228,6 +232,8 @@ class BudgetConfig:
                 f"budget.max_processes={self.max_processes}; expected >= 16 (the sandbox "
                 "itself takes a few)")
         require(self.tmpfs_gb > 0, f"budget.tmpfs_gb={self.tmpfs_gb}; expected > 0")
+        require(self.max_agent_log_mb > 0,
+                f"budget.max_agent_log_mb={self.max_agent_log_mb}; expected > 0")
 
 
 @dataclass

@@ -340,12 +340,16 @@ def run_in_sandbox(cell: Cell, command: list[str], env: dict[str, str],
                             cell.run.agent_log, time_left, cfg.budget.kill_grace_s,
                             on_warning=lambda left: events.emit("budget_warning",
                                                                 time_left_s=round(left, 1)),
-                            spare=grader.pids)
+                            spare=grader.pids,
+                            log_cap=int(cfg.budget.max_agent_log_mb * 2**20))
         outcome.resources = confinement.record()
     if outcome.resources["oom_kills"]:  # past its memory: the agent's failure, not the harness's
         events.emit("agent_oom", **outcome.resources)
     if outcome.killed:
         events.emit("budget_kill", survivors=outcome.survivors_killed)
+    if outcome.log_cut_bytes:
+        events.emit("agent_log_cut", cut_bytes=outcome.log_cut_bytes,
+                    cap_bytes=int(cfg.budget.max_agent_log_mb * 2**20))
     events.emit("agent_exit", exit_code=outcome.exit_code, seconds=outcome.seconds,
                 survivors_killed=outcome.survivors_killed)
     return outcome
@@ -369,6 +373,8 @@ def run_record(cell: Cell, started: str, outcome: ProcessOutcome, proxy: Optiona
               "sandbox": cfg.sandbox, "feedback": cell.split_name,
               "submissions": len(entries), "hardware": cell.hardware,
               "resources": outcome.resources, "network": network_record(cfg)}
+    if outcome.log_cut_bytes:
+        record["log_cut_bytes"] = outcome.log_cut_bytes
     if cell.stack_run is not None:
         record |= cell.stack_run.finish(run) | {"stack": cfg.agent.stack,
                                                 "stack_version": cfg.agent.version}
