@@ -84,3 +84,41 @@ def test_agent_log_flood_is_cut_at_its_cap_and_the_cut_recorded(tmp_path, tiny_m
     assert ran.record["status"] == "completed" and ran.record["log_cut_bytes"] == cut
     assert ran.event("agent_log_cut")["cut_bytes"] == cut
 
+
+# --------------------------------------------------------------------------- egress.jsonl
+
+CONNECT_FLOOD = r'''
+import socket
+def connect(target):
+    s = socket.create_connection(("127.0.0.1", 3128), 10)
+    s.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    answer = b""
+    while chunk := s.recv(65536):
+        answer += chunk
+    s.close()
+    return answer.split(b"\r\n")[0].decode()
+answers = {connect("a" * 60000 + ".example:443")}
+for _ in range(999):
+    answers.add(connect("evil.example:443"))
+print(sorted(answers), flush=True)
+'''
+
+
+def test_refused_connect_flood_is_logged_up_to_its_cap_then_counted(tmp_path, tiny_model):
+    """1000 refused CONNECTs (the first naming a 60 kB host) with max_egress_log_lines=50:
+    egress.jsonl has 50 lines, none longer than a few hundred bytes, and a last line counting
+    the 950 others; run.json and an event say so too."""
+    ran = run_cell(tmp_path, tiny_model, CONNECT_FLOOD, "agent.network=allowlist",
+                   "+agent.allowlist=[pypi.org]", "budget.max_egress_log_lines=50")
+
+    assert "['HTTP/1.1 403 Forbidden']" in ran.log, ran.log[-2000:]
+    lines = ran.run.egress.read_text().splitlines()
+    assert len(lines) == 51, len(lines)
+    assert max(len(line) for line in lines) < 2000
+    entries = [json.loads(line) for line in lines]
+    assert all(e["outcome"] == "refused" for e in entries[:50])
+    assert entries[-1]["outcome"] == "unlogged" and entries[-1]["connections"] == 950
+    assert entries[-1]["by_outcome"] == {"refused": 950}
+    assert ran.record["network"]["egress_unlogged"] == 950
+    assert ran.event("egress_log_cut")["unlogged"] == {"refused": 950}
+

@@ -207,6 +207,10 @@ class BudgetConfig:
         "help": "MiB of the agent's output kept in agent.log as it comes; past it the output "
                 "is still read (the agent never blocks) but only counted, and its last 64 KiB "
                 "follow a line saying how many bytes were cut (run.json log_cut_bytes)."})
+    max_egress_log_lines: int = field(default=100_000, metadata={
+        "help": "Connections through the egress proxy (agent.network=allowlist) logged in "
+                "egress.jsonl; later ones are counted per outcome and summed up in one last "
+                "line (run.json network.egress_unlogged)."})
 
     def __post_init__(self) -> None:
         require(self.time_limit_s > 0, f"budget.time_limit_s={self.time_limit_s}; expected > 0")
@@ -234,6 +238,8 @@ class BudgetConfig:
         require(self.tmpfs_gb > 0, f"budget.tmpfs_gb={self.tmpfs_gb}; expected > 0")
         require(self.max_agent_log_mb > 0,
                 f"budget.max_agent_log_mb={self.max_agent_log_mb}; expected > 0")
+        require(self.max_egress_log_lines >= 1,
+                f"budget.max_egress_log_lines={self.max_egress_log_lines}; expected >= 1")
 
 
 @dataclass

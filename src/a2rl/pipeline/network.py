@@ -23,7 +23,7 @@ from typing import Any, Optional
 from a2rl.common.events import EventLog
 from a2rl.common.layout import RunPaths
 from a2rl.config.types import RunConfig
-from a2rl.isolation.egress import EgressProxy
+from a2rl.isolation.egress import EgressProxy, unlogged_connections
 from a2rl.isolation.sandbox import GRADER_DIR, Sandbox
 
 LLM_SOCKET = "llm.sock"
@@ -61,9 +61,12 @@ def network_session(cfg: RunConfig, sandbox: Sandbox, run: RunPaths, grader_dir:
         return
     forwards[EGRESS_PORT] = f"{GRADER_DIR}/{EGRESS_SOCKET}"
     sandbox.forwards = forwards
-    with EgressProxy(grader_dir / EGRESS_SOCKET, run.egress, cfg.agent.allowlist):
+    with EgressProxy(grader_dir / EGRESS_SOCKET, run.egress, cfg.agent.allowlist,
+                     max_lines=cfg.budget.max_egress_log_lines) as egress:
         events.emit("egress_start", allowlist=list(cfg.agent.allowlist))
         yield proxy_env(f"http://127.0.0.1:{EGRESS_PORT}")
+    if egress.unlogged:
+        events.emit("egress_log_cut", logged=egress.logged, unlogged=dict(egress.unlogged))
 
 
 def proxy_env(url: str) -> dict[str, str]:
@@ -74,11 +77,15 @@ def proxy_env(url: str) -> dict[str, str]:
             "NO_PROXY": direct, "no_proxy": direct}
 
 
-def network_record(cfg: RunConfig) -> dict[str, Any]:
-    """run.json's ``network``: the policy and, under allowlist, the hosts allowed."""
+def network_record(cfg: RunConfig, egress_log: Optional[Path] = None) -> dict[str, Any]:
+    """run.json's ``network``: the policy and, under allowlist, the hosts allowed and how many
+    connections egress.jsonl (``egress_log``) left out past its cap."""
     record: dict[str, Any] = {"policy": cfg.agent.network}
     if cfg.agent.network == "allowlist":
         record["allowlist"] = list(cfg.agent.allowlist)
+        unlogged = unlogged_connections(egress_log) if egress_log else 0
+        if unlogged:
+            record["egress_unlogged"] = unlogged
     if cfg.sandbox == "none":
         record["isolated"] = False  # sandbox none: the host's network whatever the policy
     return record

@@ -372,7 +372,7 @@ def run_record(cell: Cell, started: str, outcome: ProcessOutcome, proxy: Optiona
               "status": status, "time_limit_s": cfg.budget.time_limit_s,
               "sandbox": cfg.sandbox, "feedback": cell.split_name,
               "submissions": len(entries), "hardware": cell.hardware,
-              "resources": outcome.resources, "network": network_record(cfg)}
+              "resources": outcome.resources, "network": network_record(cfg, run.egress)}
     if outcome.log_cut_bytes:
         record["log_cut_bytes"] = outcome.log_cut_bytes
     if cell.stack_run is not None:
