@@ -165,6 +165,8 @@ def test_gsm8k_params_are_the_tasks_own():
     ("budget.tmpfs_gb=-1", "budget.tmpfs_gb"),
     ("budget.max_agent_log_mb=0", "budget.max_agent_log_mb"),
     ("budget.max_egress_log_lines=0", "budget.max_egress_log_lines"),
+    ("budget.disk_gb=0", "budget.disk_gb"),
+    ("budget.disk_files=0", "budget.disk_files"),
     ("budget.grader_restarts=-1", "budget.grader_restarts"),
     ("task.feedback=foo", "task.feedback"),
     ("task.level=L9", "task.level"),

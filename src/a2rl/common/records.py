@@ -190,7 +190,7 @@ def read_ledger(path: Path) -> list[LedgerEntry]:
 # --------------------------------------------------------------------------- run and final
 
 RunStatus = Literal["completed", "budget_exhausted", "agent_failed", "llm_budget_exhausted",
-                    "infra_failed"]
+                    "disk_quota_exceeded", "infra_failed"]
 # why a run is infra_failed: the harness failed, not the agent (RunRecord.reason starts with one)
 INFRA_REASONS = ("missing_key", "agent_not_installed", "provider_outage", "grader_crash",
                  "grader_died", "harness_oom", "harness_error")

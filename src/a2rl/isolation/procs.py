@@ -43,6 +43,7 @@ class ProcessOutcome:
     survivors_killed: int  # processes still alive after the agent's main process ended
     # the agent's resource limits as applied, and OOM kills (a2rl.isolation.limits.Confinement)
     resources: Optional[dict] = None
+    quota_exceeded: bool = False  # stopped by the harness past its disk quota
     log_cut_bytes: int = 0  # the agent's output left out of the log past its cap
 
 
@@ -51,11 +52,13 @@ def run_until(argv: list[str], env: Optional[dict[str, str]], cwd: Path, log: Pa
               on_warning: Optional[Callable[[float], None]] = None,
               poll_s: float = 0.25,
               spare: Callable[[], Iterable[int]] = tuple,
+              over_quota: Callable[[int], bool] = lambda pid: False,
               log_cap: Optional[int] = None) -> ProcessOutcome:
-    """Run ``argv`` until it exits or ``time_left()`` reaches 0; then end it and every
-    descendant (SIGTERM, ``grace_s``, SIGKILL). The caller's own children are spared: those
-    it had before, and ``spare()``'s (a grader process restarted meanwhile). Its output goes to
-    ``log``, ``log_cap`` bytes of it at most (``LogCopy``)."""
+    """Run ``argv`` until it exits, ``time_left()`` reaches 0 or ``over_quota(its pid)`` says
+    it is past its disk quota; then end it and every descendant (SIGTERM, ``grace_s``,
+    SIGKILL). The caller's own children are spared: those it had before, and ``spare()``'s (a
+    grader process restarted meanwhile). Its output goes to ``log``, ``log_cap`` bytes of it
+    at most (``LogCopy``)."""
     become_subreaper()
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     started = time.monotonic()
@@ -70,11 +73,14 @@ def run_until(argv: list[str], env: Optional[dict[str, str]], cwd: Path, log: Pa
         copy = LogCopy(proc.stdout, out, log_cap)
         drain = threading.Thread(target=copy.run, daemon=True)
         drain.start()
-        killed = False
+        killed = quota_exceeded = False
         while proc.poll() is None:
             left = time_left()
             if left <= 0:
                 killed = True
+                break
+            if over_quota(proc.pid):
+                quota_exceeded = True
                 break
             if on_warning and not warned and left < warn_at:
                 warned = True
@@ -86,7 +92,8 @@ def run_until(argv: list[str], env: Optional[dict[str, str]], cwd: Path, log: Pa
         drain.join(timeout=DRAIN_WAIT_S)
         copy.close()
     return ProcessOutcome(exit_code=proc.returncode, seconds=time.monotonic() - started,
-                          killed=killed, survivors_killed=survivors, log_cut_bytes=copy.cut)
+                          killed=killed, survivors_killed=survivors,
+                          quota_exceeded=quota_exceeded, log_cut_bytes=copy.cut)
 
 
 def with_descendants(pids: set[int]) -> set[int]:
