@@ -109,6 +109,28 @@ def test_allowlist_starts_the_egress_proxy_and_the_summary_lists_its_hosts(tmp_p
     assert "Policy: allowlist" in shown and "| pypi.org | 443 | refused | 1 |" in shown
 
 
+
+def test_past_its_cap_the_egress_log_counts_connections_in_one_last_line(tmp_path):
+    """budget.max_egress_log_lines=2 and four connections: two lines, then one counting the
+    other two by outcome; run.json's network and an event carry the count, and the summary's
+    host totals leave that line out."""
+    cfg = llm_agent("agent.network=allowlist", "++agent.allowlist=[localhost]",
+                    "budget.max_egress_log_lines=2")
+    run, events, grader = session_parts(tmp_path)
+    sandbox = Sandbox("bwrap", run.workspace, run.root / "tools", grader, cfg.agent.network)
+    with network_session(cfg, sandbox, run, grader, 41234, events):
+        for _ in range(4):
+            connect_through(grader / "egress.sock", "pypi.org:443")
+    log = [json.loads(line) for line in run.egress.read_text().splitlines()]
+    assert [e["outcome"] for e in log] == ["refused", "refused", "unlogged"]
+    assert log[-1]["connections"] == 2 and log[-1]["by_outcome"] == {"refused": 2}
+    assert network_record(cfg, run.egress)["egress_unlogged"] == 2
+    cut = [json.loads(line) for line in run.events.read_text().splitlines()
+           if json.loads(line)["kind"] == "egress_log_cut"]
+    assert cut and cut[0]["unlogged"] == {"refused": 2}
+    hosts = network_of(None, run)["hosts"]
+    assert [(h["host"], h["connections"]) for h in hosts] == [("pypi.org", 2)]
+
 def test_the_egress_proxy_refuses_oversized_and_malformed_requests(tmp_path):
     log = tmp_path / "egress.jsonl"
     with EgressProxy(tmp_path / "egress.sock", log, ["pypi.org"]):

@@ -73,7 +73,7 @@ def failures_of(items: list[SubmissionItem], events: list[dict[str, Any]],
     if status == "infra_failed":  # the harness's failure: the run does not count
         found.append({"kind": "infrastructure", "message": f"run infra_failed: {run.reason}",
                       "elapsed_s": run.agent_seconds, "excerpt": None})
-    if status in ("agent_failed", "budget_exhausted"):
+    if status in ("agent_failed", "budget_exhausted", "disk_quota_exceeded"):
         found.append({"kind": "agent", "message": f"agent {status} (exit {run.exit_code})",
                       "elapsed_s": run.agent_seconds, "excerpt": _tail(lines)})
     traceback = _last_traceback(lines)

@@ -51,6 +51,7 @@ from a2rl.common.records import (
     read_ledger,
 )
 from a2rl.config.types import RunConfig
+from a2rl.isolation.egress import UNLOGGED
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -213,6 +214,8 @@ def network_of(run: RunRecord | None, paths: RunPaths) -> dict[str, Any] | None:
         return record
     hosts: dict[tuple, dict[str, Any]] = {}
     for line in iter_jsonl(paths.egress):
+        if line.get("outcome") == UNLOGGED:  # the count past the log's cap: run.json has it
+            continue
         key = (line.get("host"), line.get("port"), bool(line.get("allowed")))
         seen = hosts.setdefault(key, {"host": key[0], "port": key[1], "allowed": key[2],
                                       "connections": 0, "bytes_up": 0, "bytes_down": 0})

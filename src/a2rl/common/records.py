@@ -190,7 +190,7 @@ def read_ledger(path: Path) -> list[LedgerEntry]:
 # --------------------------------------------------------------------------- run and final
 
 RunStatus = Literal["completed", "budget_exhausted", "agent_failed", "llm_budget_exhausted",
-                    "infra_failed"]
+                    "disk_quota_exceeded", "infra_failed"]
 # why a run is infra_failed: the harness failed, not the agent (RunRecord.reason starts with one)
 INFRA_REASONS = ("missing_key", "agent_not_installed", "provider_outage", "grader_crash",
                  "grader_died", "harness_oom", "harness_error")
@@ -246,6 +246,9 @@ class RunRecord(CellRecord):
     llm: dict[str, Any] | None = recorded(written_if="driver_model", default=None)  # llm_totals
     # what grading cost (a judge's calls; a2rl.grading.ledger.grading_totals), apart from llm
     grading_usage: dict[str, Any] | None = recorded(written_if="grading_usage", default=None)
+    # bytes of the agent's output left out of agent.log past budget.max_agent_log_mb
+    # (a2rl.isolation.procs.LogCopy); written only when some were
+    log_cut_bytes: int | None = recorded(written_if="log_cut_bytes", default=None)
     # infra_failed: "<one of INFRA_REASONS>: <what happened>" (a2rl.pipeline.runner)
     reason: str | None = recorded(written_if="reason", default=None)
 

@@ -212,6 +212,24 @@ class BudgetConfig:
     tmpfs_gb: float = field(default=4.0, metadata={
         "help": "GiB each of the sandbox's /tmp and /dev/shm holds; a write past it fails "
                 "with ENOSPC."})
+    max_agent_log_mb: float = field(default=100.0, metadata={
+        "help": "MiB of the agent's output kept in agent.log as it comes; past it the output "
+                "is still read (the agent never blocks) but only counted, and its last 64 KiB "
+                "follow a line saying how many bytes were cut (run.json log_cut_bytes)."})
+    max_egress_log_lines: int = field(default=100_000, metadata={
+        "help": "Connections through the egress proxy (agent.network=allowlist) logged in "
+                "egress.jsonl; later ones are counted per outcome and summed up in one last "
+                "line (run.json network.egress_unlogged)."})
+    disk_gb: Optional[float] = field(default=100.0, metadata={
+        "help": "GiB the host folders the agent writes (workspace/code, workspace/output, an "
+                "LLM agent CLI's folder) may hold together: their own file system where the "
+                "harness may make one (a write past it fails with ENOSPC), else a watchdog "
+                "that stops the agent past it (status disk_quota_exceeded; "
+                "a2rl.isolation.quota). Raise it for 7B models saved in fp32. null for no "
+                "quota."})
+    disk_files: int = field(default=500_000, metadata={
+        "help": "Files and folders those host folders may hold together, enforced with "
+                "disk_gb (the file system's inode count, or the watchdog)."})
 
     def __post_init__(self) -> None:
         require(self.time_limit_s > 0, f"budget.time_limit_s={self.time_limit_s}; expected > 0")
@@ -237,6 +255,13 @@ class BudgetConfig:
                 f"budget.max_processes={self.max_processes}; expected >= 16 (the sandbox "
                 "itself takes a few)")
         require(self.tmpfs_gb > 0, f"budget.tmpfs_gb={self.tmpfs_gb}; expected > 0")
+        require(self.max_agent_log_mb > 0,
+                f"budget.max_agent_log_mb={self.max_agent_log_mb}; expected > 0")
+        require(self.max_egress_log_lines >= 1,
+                f"budget.max_egress_log_lines={self.max_egress_log_lines}; expected >= 1")
+        require(self.disk_gb is None or self.disk_gb > 0,
+                f"budget.disk_gb={self.disk_gb}; expected > 0 or null")
+        require(self.disk_files >= 1, f"budget.disk_files={self.disk_files}; expected >= 1")
 
 
 @dataclass

@@ -13,13 +13,22 @@ the run's egress.jsonl::
     {"time": "...", "host": "pypi.org", "port": 443, "method": "CONNECT", "allowed": true,
      "outcome": "ok", "bytes_up": 5121, "bytes_down": 90233, "seconds": 1.2}
 
-``outcome``: ok, refused (with ``reason``), unreachable, bad_request or client_closed.
+``outcome``: ok, refused (with ``reason``), unreachable, bad_request or client_closed. A text
+field is cut to MAX_FIELD characters (a CONNECT's host may be 64 KiB). Past ``max_lines``
+connections (``budget.max_egress_log_lines``) the log only counts them, by outcome, and says so in
+one last line when the proxy stops, so that refused CONNECTs at thousands a second (50 MB/s of
+log before) never grow it unbounded::
+
+    {"time": "...", "outcome": "unlogged", "connections": 48213,
+     "by_outcome": {"refused": 48213}, "max_lines": 100000}
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import ipaddress
+import json
 import os
 import socket
 import threading
@@ -37,6 +46,8 @@ HEAD_TIMEOUT_S = 30.0
 CONNECT_TIMEOUT_S = 30.0
 CHUNK = 65536
 START_TIMEOUT_S = 10.0
+MAX_FIELD = 300  # characters of a logged text field (a DNS name has at most 253)
+UNLOGGED = "unlogged"  # the outcome of egress.jsonl's last line when connections were left out
 
 
 def host_allowed(host: str, allowlist: Iterable[str]) -> bool:
@@ -47,6 +58,18 @@ def host_allowed(host: str, allowlist: Iterable[str]) -> bool:
         if host == entry or (entry.startswith(".") and host.endswith(entry)):
             return True
     return False
+
+
+def unlogged_connections(log_path: Path) -> int:
+    """The connections ``log_path`` (an egress.jsonl) left out, from its last line."""
+    try:
+        with open(log_path, "rb") as log:
+            log.seek(max(0, log.seek(0, os.SEEK_END) - 4096))
+            last = log.read().splitlines()[-1]
+        line = json.loads(last)
+    except (OSError, IndexError, ValueError):
+        return 0
+    return int(line.get("connections", 0)) if line.get("outcome") == UNLOGGED else 0
 
 
 def is_public(address: str) -> bool:
@@ -69,7 +92,7 @@ class EgressProxy:
 
     def __init__(self, socket_path: Path, log_path: Path, allowlist: Iterable[str],
                  ports: Iterable[int] = DEFAULT_PORTS, resolve: Optional[dict[str, str]] = None,
-                 withheld: Iterable[str] = ()):
+                 withheld: Iterable[str] = (), max_lines: Optional[int] = None):
         self.socket_path = Path(socket_path)
         self.log_path = Path(log_path)
         self.allowlist = list(allowlist)
@@ -80,6 +103,9 @@ class EgressProxy:
         self._thread: Optional[threading.Thread] = None
         self._ready = threading.Event()
         self._lock = threading.Lock()
+        self.max_lines = max_lines
+        self.logged = 0
+        self.unlogged: collections.Counter[str] = collections.Counter()  # outcome -> connections
 
     def __enter__(self) -> EgressProxy:
         return self.start()
@@ -99,6 +125,8 @@ class EgressProxy:
             self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread is not None:
             self._thread.join(timeout=10)
+            self._thread = None
+            self._log_unlogged()
         self.socket_path.unlink(missing_ok=True)
 
     def _run(self) -> None:
@@ -116,7 +144,21 @@ class EgressProxy:
 
     def _log(self, **fields: Any) -> None:
         with self._lock:
-            append_jsonl(self.log_path, {"time": utc_now(), **fields})
+            if self.max_lines is not None and self.logged >= self.max_lines:
+                self.unlogged[str(fields.get("outcome"))] += 1
+                return
+            self.logged += 1
+            cut = {k: v[:MAX_FIELD] if isinstance(v, str) else v for k, v in fields.items()}
+            append_jsonl(self.log_path, {"time": utc_now(), **cut})
+
+    def _log_unlogged(self) -> None:
+        """The last line: how many connections were left out past ``max_lines``, by outcome."""
+        with self._lock:
+            if self.unlogged:
+                append_jsonl(self.log_path, {
+                    "time": utc_now(), "outcome": UNLOGGED,
+                    "connections": sum(self.unlogged.values()),
+                    "by_outcome": dict(self.unlogged), "max_lines": self.max_lines})
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         started = time.monotonic()

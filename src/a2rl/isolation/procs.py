@@ -23,6 +23,8 @@ import psutil
 PR_SET_CHILD_SUBREAPER = 36
 COPY_CHUNK = 65536
 DRAIN_WAIT_S = 5.0  # for the agent's last output once every process has ended
+# past its cap, the log keeps the agent's last output (how it ended: a traceback) after the cut
+TAIL_BYTES = 65536
 
 
 def become_subreaper() -> bool:
@@ -41,6 +43,8 @@ class ProcessOutcome:
     survivors_killed: int  # processes still alive after the agent's main process ended
     # the agent's resource limits as applied, and OOM kills (a2rl.isolation.limits.Confinement)
     resources: Optional[dict] = None
+    quota_exceeded: bool = False  # stopped by the harness past its disk quota
+    log_cut_bytes: int = 0  # the agent's output left out of the log past its cap
 
 
 def run_until(argv: list[str], env: Optional[dict[str, str]], cwd: Path, log: Path,
@@ -48,11 +52,14 @@ def run_until(argv: list[str], env: Optional[dict[str, str]], cwd: Path, log: Pa
               on_warning: Optional[Callable[[float], None]] = None,
               poll_s: float = 0.25,
               spare: Callable[[], Iterable[int]] = tuple,
+              over_quota: Callable[[int], bool] = lambda pid: False,
+              log_cap: Optional[int] = None,
               on_start: Callable[[int], None] = lambda pid: None) -> ProcessOutcome:
-    """Run ``argv`` until it exits or ``time_left()`` reaches 0; then end it and every
-    descendant (SIGTERM, ``grace_s``, SIGKILL). The caller's own children are spared: those
-    it had before, and ``spare()``'s (a grader process restarted meanwhile). ``on_start``
-    gets the process's pid as soon as it exists."""
+    """Run ``argv`` until it exits, ``time_left()`` reaches 0 or ``over_quota(its pid)`` says
+    it is past its disk quota; then end it and every descendant (SIGTERM, ``grace_s``,
+    SIGKILL). The caller's own children are spared: those it had before, and ``spare()``'s (a
+    grader process restarted meanwhile). Its output goes to ``log``, ``log_cap`` bytes of it
+    at most (``LogCopy``). ``on_start`` gets the process's pid as soon as it exists."""
     become_subreaper()
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     started = time.monotonic()
@@ -65,13 +72,17 @@ def run_until(argv: list[str], env: Optional[dict[str, str]], cwd: Path, log: Pa
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
         on_start(proc.pid)
-        drain = threading.Thread(target=copy_stream, args=(proc.stdout, out), daemon=True)
+        copy = LogCopy(proc.stdout, out, log_cap)
+        drain = threading.Thread(target=copy.run, daemon=True)
         drain.start()
-        killed = False
+        killed = quota_exceeded = False
         while proc.poll() is None:
             left = time_left()
             if left <= 0:
                 killed = True
+                break
+            if over_quota(proc.pid):
+                quota_exceeded = True
                 break
             if on_warning and not warned and left < warn_at:
                 warned = True
@@ -81,8 +92,10 @@ def run_until(argv: list[str], env: Optional[dict[str, str]], cwd: Path, log: Pa
         # every writer is dead now, so the pipe ends; a descendant that escaped would keep it
         # open, and the log is then closed without the rest
         drain.join(timeout=DRAIN_WAIT_S)
+        copy.close()
     return ProcessOutcome(exit_code=proc.returncode, seconds=time.monotonic() - started,
-                          killed=killed, survivors_killed=survivors)
+                          killed=killed, survivors_killed=survivors,
+                          quota_exceeded=quota_exceeded, log_cut_bytes=copy.cut)
 
 
 def with_descendants(pids: set[int]) -> set[int]:
@@ -96,16 +109,60 @@ def with_descendants(pids: set[int]) -> set[int]:
     return found
 
 
-def copy_stream(source: BinaryIO, sink: BinaryIO) -> None:
-    """Copy ``source`` into ``sink`` as it comes, until its end (or ``sink`` is closed)."""
-    try:
-        while chunk := source.read1(COPY_CHUNK):
-            sink.write(chunk)
-            sink.flush()
-    except ValueError:  # the sink was closed: the run is over
-        pass
-    finally:
-        source.close()
+class LogCopy:
+    """Copies the agent's output (``source``, a pipe) into its log as it comes, the first
+    ``cap`` bytes of it (None: all). Past the cap it keeps reading, so that the agent never
+    blocks on a full pipe, but only counts, holding the last TAIL_BYTES; ``close`` then ends
+    the log with a line saying how many bytes were cut (``cut``) and that tail."""
+
+    def __init__(self, source: BinaryIO, sink: BinaryIO, cap: Optional[int] = None):
+        self.source, self.sink, self.cap = source, sink, cap
+        self.written = 0
+        self.cut = 0  # past the cap, not in the tail
+        self.tail = b""
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def run(self) -> None:
+        """Copy until the pipe ends (or ``close``: the run is over)."""
+        try:
+            while chunk := self.source.read1(COPY_CHUNK):
+                with self._lock:
+                    if self._closed:
+                        break
+                    self._take(chunk)
+        except ValueError:  # the sink was closed
+            pass
+        finally:
+            self.source.close()
+        self.close()
+
+    def _take(self, chunk: bytes) -> None:
+        room = len(chunk) if self.cap is None else max(0, self.cap - self.written)
+        if room:
+            self.sink.write(chunk[:room])
+            self.sink.flush()
+            self.written += min(room, len(chunk))
+        over = chunk[room:]
+        if over:
+            kept = self.tail + over
+            self.cut += max(0, len(kept) - TAIL_BYTES)
+            self.tail = kept[-TAIL_BYTES:]
+
+    def close(self) -> None:
+        """Write the cut's line and the tail (once), and stop copying."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if not self.tail:
+                return
+            note = (f"\n[a2rl] agent.log holds the agent's first {self.written} bytes of "
+                    f"output: {self.cut} bytes after them were cut; its last "
+                    f"{len(self.tail)} bytes follow\n")
+            with contextlib.suppress(ValueError):
+                self.sink.write(note.encode() + self.tail)
+                self.sink.flush()
 
 
 def end_tree(proc: subprocess.Popen, grace_s: float, exclude: set[int] = frozenset()) -> int:

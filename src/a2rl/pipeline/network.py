@@ -25,7 +25,7 @@ from typing import Any, Optional
 from a2rl.common.events import EventLog
 from a2rl.common.layout import RunPaths
 from a2rl.config.types import RunConfig
-from a2rl.isolation.egress import EgressProxy
+from a2rl.isolation.egress import EgressProxy, unlogged_connections
 from a2rl.isolation.sandbox import GRADER_DIR, Sandbox
 
 LLM_SOCKET = "llm.sock"
@@ -65,9 +65,11 @@ def network_session(cfg: RunConfig, sandbox: Sandbox, run: RunPaths, grader_dir:
     sandbox.forwards = forwards
     withheld = withheld_hosts(cfg)
     with EgressProxy(grader_dir / EGRESS_SOCKET, run.egress, cfg.agent.allowlist,
-                     withheld=withheld):
+                     withheld=withheld, max_lines=cfg.budget.max_egress_log_lines) as egress:
         events.emit("egress_start", allowlist=list(cfg.agent.allowlist), withheld=withheld)
         yield proxy_env(f"http://127.0.0.1:{EGRESS_PORT}")
+    if egress.unlogged:
+        events.emit("egress_log_cut", logged=egress.logged, unlogged=dict(egress.unlogged))
 
 
 def proxy_env(url: str) -> dict[str, str]:
@@ -95,13 +97,17 @@ def public_sources_access(cfg: RunConfig) -> str:
     return "unreachable"
 
 
-def network_record(cfg: RunConfig) -> dict[str, Any]:
-    """run.json's ``network``: the policy; under allowlist, the hosts allowed; and where the
-    sandbox reaches beyond the LLM proxy on a task with public sources, those sources' hosts
-    and what the sandbox could do with them (``public_sources_access``)."""
+def network_record(cfg: RunConfig, egress_log: Optional[Path] = None) -> dict[str, Any]:
+    """run.json's ``network``: the policy; under allowlist, the hosts allowed and how many
+    connections egress.jsonl (``egress_log``) left out past its cap; and where the sandbox
+    reaches beyond the LLM proxy on a task with public sources, those sources' hosts and what
+    the sandbox could do with them (``public_sources_access``)."""
     record: dict[str, Any] = {"policy": cfg.agent.network}
     if cfg.agent.network == "allowlist":
         record["allowlist"] = list(cfg.agent.allowlist)
+        unlogged = unlogged_connections(egress_log) if egress_log else 0
+        if unlogged:
+            record["egress_unlogged"] = unlogged
     if cfg.sandbox == "none":
         record["isolated"] = False  # sandbox none: the host's network whatever the policy
     access = public_sources_access(cfg)

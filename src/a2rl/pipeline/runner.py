@@ -6,7 +6,7 @@ import os
 import secrets
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Optional
@@ -23,6 +23,7 @@ from a2rl.grading.recording import CodeRecorder, record_final_code
 from a2rl.isolation.agent_python import AgentPythonMissing, agent_python_dir, interpreter
 from a2rl.isolation.limits import GIB, ResourceLimits, confine, limits_of
 from a2rl.isolation.procs import ProcessOutcome, run_until
+from a2rl.isolation.quota import DiskGuard, guard_disk, quota_of, unmount_below
 from a2rl.isolation.sandbox import HOME, TOOLS, Sandbox
 from a2rl.isolation.workspace import make_writable, provision_workspace, render_description
 from a2rl.llm.drivers import DriverKeyMissing, StackRun, check_driver, driver_session
@@ -49,6 +50,7 @@ def feedback_split(cfg: RunConfig, prepared) -> tuple[str, Path]:
 
 def fresh_run_dir(run: RunPaths) -> None:
     if run.root.exists():
+        unmount_below(run.root)  # the agent's loop disk, left mounted by a killed harness
         make_writable(run.root)
         shutil.rmtree(run.root)
     run.root.mkdir(parents=True)
@@ -128,6 +130,8 @@ class Cell:
     hardware: dict[str, Any]
     stack_run: Optional[StackRun]  # an LLM agent's CLI; None for a script agent
     limits: ResourceLimits  # the agent's memory, processes and tmpfs (a2rl.isolation.limits)
+    # what the agent's host folders may hold (a2rl.isolation.quota); set once they are made
+    disk: DiskGuard = field(default_factory=lambda: DiskGuard(None, [], lambda *a, **k: None))
 
 
 class InfraFailed(RuntimeError):
@@ -225,11 +229,15 @@ def run_cell(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pa
                               cell.events, run.grader_log,
                               cfg.budget.grader_restarts, cfg.budget.eval_timeout_s)
     started = utc_now()
+    cell.disk = guard_disk(quota_of(cfg.budget), cell.sandbox.writable, run.root,
+                           cell.events.emit)
     try:
         outcome, proxy = serve_and_run_agent(cell, grader, description)
     finally:
+        cell.disk.release()  # the grader and the code recorder are done with the folders
         shutil.rmtree(cell.grader_dir, ignore_errors=True)
         cell.sandbox.unstage()
+    outcome.resources = resources_record(outcome.resources or {}, cell.disk)
     record = run_record(cell, started, outcome, proxy, read_ledger(run.ledger))
     record["grader_restarts"] = grader.restarts
     if grader.failure:  # the grader died past its restarts: the agent was stopped for it
@@ -269,7 +277,7 @@ def task_description(cell: Cell, task: Task) -> str:
     cfg, view, limits = cell.cfg, cell.sandbox.workspace_view, cell.limits
     return render_description(task.description(), {
         "memory_gb": round(limits.memory_bytes / GIB, 1), "max_processes": limits.max_processes,
-        "tmpfs_gb": round(limits.tmpfs_bytes / GIB, 1),
+        "tmpfs_gb": round(limits.tmpfs_bytes / GIB, 1), "disk_rule": disk_rule(cfg),
         "hardware": one_line(cell.hardware), "precision": cell.hardware["precision"]["agent"],
         "time_limit_min": round(cfg.budget.time_limit_s / 60, 1),
         "eval_note": "" if cfg.budget.count_eval_time else " (evaluation time not counted)",
@@ -277,6 +285,17 @@ def task_description(cell: Cell, task: Task) -> str:
         "workspace": view, "submit_command": SUBMIT_COMMAND,
         "grader_url": "$A2RL_GRADER_URL", "base_model": f"{view}/base_model",
         "data_dir": f"{view}/data"})
+
+
+def disk_rule(cfg: RunConfig) -> str:
+    """description.md's rule on the disk quota (a2rl.isolation.quota), if there is one."""
+    quota = quota_of(cfg.budget)
+    if quota is None:
+        return ""
+    return (f"\n- `code/` and `output/` together may hold **{round(quota.bytes / GIB, 1):g} "
+            f"GiB** in **{quota.files}** files and folders: past that a write fails with "
+            "`No space left on device` or, where the machine cannot make that a file "
+            "system's limit, your processes are stopped.")
 
 
 def grader_spec(cell: Cell, split: Path, base_model: Path,
@@ -332,7 +351,7 @@ def run_in_sandbox(cell: Cell, command: list[str], env: dict[str, str],
         grader.clock_started()
         events.emit("agent_start", agent=cfg.agent.name, driver=cfg.driver.name,
                     sandbox=cfg.sandbox, network=cfg.agent.network, command=command,
-                    resources=confinement.record())
+                    resources=resources_record(confinement.record(), cell.disk))
         # a used-up LLM budget ends the agent like the time budget does; so does a grader
         # that died past its restarts
         def time_left() -> float:
@@ -345,7 +364,8 @@ def run_in_sandbox(cell: Cell, command: list[str], env: dict[str, str],
                             cell.run.agent_log, time_left, cfg.budget.kill_grace_s,
                             on_warning=lambda left: events.emit("budget_warning",
                                                                 time_left_s=round(left, 1)),
-                            spare=grader.pids,
+                            spare=grader.pids, over_quota=cell.disk.check,
+                            log_cap=int(cfg.budget.max_agent_log_mb * 2**20),
                             on_start=lambda pid: setattr(confinement, "root_pid", pid))
         clock.pause_agent_with(lambda: None, lambda: None)  # the agent is gone
         outcome.resources = confinement.record()
@@ -353,9 +373,19 @@ def run_in_sandbox(cell: Cell, command: list[str], env: dict[str, str],
         events.emit("agent_oom", **outcome.resources)
     if outcome.killed:
         events.emit("budget_kill", survivors=outcome.survivors_killed)
+    if outcome.log_cut_bytes:
+        events.emit("agent_log_cut", cut_bytes=outcome.log_cut_bytes,
+                    cap_bytes=int(cfg.budget.max_agent_log_mb * 2**20))
     events.emit("agent_exit", exit_code=outcome.exit_code, seconds=outcome.seconds,
                 survivors_killed=outcome.survivors_killed)
     return outcome
+
+
+def resources_record(confined: dict[str, Any], disk: DiskGuard) -> dict[str, Any]:
+    """run.json's resources: the confinement's limits and the disk quota's, with what enforced
+    each."""
+    enforced = dict(confined.get("enforced_by", {})) | {"disk": disk.enforced_by}
+    return confined | disk.record() | {"enforced_by": enforced}
 
 
 def run_record(cell: Cell, started: str, outcome: ProcessOutcome, proxy: Optional[LLMProxy],
@@ -365,6 +395,7 @@ def run_record(cell: Cell, started: str, outcome: ProcessOutcome, proxy: Optiona
     cfg, run = cell.cfg, cell.run
     llm_exhausted = proxy is not None and proxy.exhausted
     status = ("llm_budget_exhausted" if llm_exhausted else
+              "disk_quota_exceeded" if outcome.quota_exceeded else
               "budget_exhausted" if outcome.killed else
               "completed" if outcome.exit_code == 0 else "agent_failed")
     infra = grader_crash(entries) or (provider_outage(run) if proxy is not None
@@ -375,7 +406,9 @@ def run_record(cell: Cell, started: str, outcome: ProcessOutcome, proxy: Optiona
               "status": status, "time_limit_s": cfg.budget.time_limit_s,
               "sandbox": cfg.sandbox, "feedback": cell.split_name,
               "submissions": len(entries), "hardware": cell.hardware,
-              "resources": outcome.resources, "network": network_record(cfg)}
+              "resources": outcome.resources, "network": network_record(cfg, run.egress)}
+    if outcome.log_cut_bytes:
+        record["log_cut_bytes"] = outcome.log_cut_bytes
     if cell.stack_run is not None:
         record |= cell.stack_run.finish(run) | {"stack": cfg.agent.stack,
                                                 "stack_version": cfg.agent.version}

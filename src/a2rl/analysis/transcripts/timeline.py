@@ -22,7 +22,7 @@ from a2rl.common.records import LedgerEntry, read_ledger
 
 # events shown in the timeline (others are the harness's bookkeeping)
 SHOWN_EVENTS = ("error", "budget_warning", "budget_kill", "agent_exit",
-                "llm_budget_exhausted", "code_snapshot")
+                "llm_budget_exhausted", "disk_quota_exceeded", "disk_full", "code_snapshot")
 
 
 @dataclass
@@ -90,7 +90,8 @@ def event_entry(event: dict[str, Any]) -> Optional[Entry]:
                      details=details)
     if kind not in SHOWN_EVENTS:
         return None
-    failed = kind in ("error", "budget_kill", "llm_budget_exhausted") or (
+    failed = kind in ("error", "budget_kill", "llm_budget_exhausted",
+                      "disk_quota_exceeded") or (
         kind == "agent_exit" and event.get("exit_code") not in (0, None))
     text = event.get("message") or ", ".join(f"{k}={v}" for k, v in details.items())
     return Entry("event", event.get("time"), f"{kind}: {text}", error=failed, details=details)
