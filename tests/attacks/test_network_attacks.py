@@ -100,8 +100,9 @@ def test_llm_policy_reaches_the_proxy_and_nothing_else(cell, host):
     with llm_proxy(cell) as proxy:
         cell.sandbox.network = "llm"
         cell.sandbox.forwards = {proxy.port: f"{GRADER_DIR}/llm.sock"}
+        # with the run's key, as the agent's CLI is given it: the proxy answers nothing else
         program = PROBES + f'''
-attempt("proxy", lambda: get("http://127.0.0.1:{proxy.port}/health"))
+attempt("proxy", lambda: get("http://127.0.0.1:{proxy.port}/health?key=dummy"))
 report()
 '''
         result = attack(cell, program, *host.args()).result

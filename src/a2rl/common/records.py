@@ -280,7 +280,7 @@ class FinalRecord(CellRecord):
     improvement: Number  # test_score - baseline
     breakdown: dict[str, Any] | None = None  # the task's per-category scores, if any
     # the selected model on a twin of the test split, and the verdict (a2rl.grading.twin)
-    twin: dict[str, Any] | None = None
+    twin: dict[str, Any] | None = recorded(written_if="twin", default=None)
 
 
 # ---------------------------------------------------------------------------------- summary
