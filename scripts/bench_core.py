@@ -238,11 +238,12 @@ class Stopwatch:
 @contextlib.contextmanager
 def timing_grader_steps(watch: Stopwatch) -> Iterator[None]:
     """Time the grader's copy + hash and materialize steps where the grader looks them up (the
-    grader copies; a2rl.grading.artifacts.score_artifact materializes)."""
+    grader copies; a2rl.grading.artifacts.score_artifact materializes, in a child process
+    under limits: a2rl.grading.loading)."""
     from a2rl.grading import artifacts, grader
 
     saved = {(module, name): getattr(module, name) for module, name in (
-        (grader, "copy_artifact"), (artifacts, "materialize_submission"))}
+        (grader, "copy_artifact"), (artifacts, "materialize_limited"))}
     try:
         for (module, name), fn in saved.items():
             setattr(module, name, watch.wrap(name, fn))
@@ -307,7 +308,7 @@ def split_submission(total: float, seconds: dict[str, float]) -> dict[str, Any]:
     server = seconds.get("server", 0.0)
     steps = {"http_round_trip": total - server,
              "copy_hash": seconds.get("copy_artifact", 0.0),
-             "materialize": seconds.get("materialize_submission", 0.0),
+             "materialize": seconds.get("materialize_limited", 0.0),
              "evaluation": seconds.get("evaluation", 0.0),
              "ledger_mirror": seconds.get("record", 0.0)}
     steps["other"] = server - sum(v for k, v in steps.items() if k != "http_round_trip")
