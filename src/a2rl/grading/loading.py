@@ -15,9 +15,12 @@ InvalidSubmission. These messages are made before the sealed split is touched.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import resource
+import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -61,7 +64,8 @@ def materialize_limited(artifact: Path, base_model: Path, dest: Path,
     child = fork_server().Process(target=_materialize_in_child, daemon=True,
                                   args=(send, str(artifact), str(base_model), str(dest),
                                         limits.memory_bytes))
-    child.start()
+    with main_not_reimported():
+        child.start()
     send.close()
     try:
         if not receive.poll(limits.seconds):
@@ -81,6 +85,24 @@ def materialize_limited(artifact: Path, base_model: Path, dest: Path,
     if kind == "invalid":
         raise InvalidSubmission(value)
     return Path(value)
+
+
+@contextlib.contextmanager
+def main_not_reimported() -> Iterator[None]:
+    """While a child is started, no ``__file__`` on ``__main__``: multiprocessing would have the
+    child import the parent's main script again by its path, and a script that only runs where
+    it was started (a Snakemake job's, which reads a global Snakemake sets) fails there. The
+    child needs nothing of it: its function lives in this module."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path is None or getattr(main, "__spec__", None) is not None:
+        yield  # no script, or a module run with -m: imported by name, behind its main guard
+        return
+    del main.__file__
+    try:
+        yield
+    finally:
+        main.__file__ = path
 
 
 def died(exitcode: Optional[int], limits: LoadLimits) -> str:
