@@ -9,7 +9,6 @@ download), so that one is a script answering the version query as Python 3.10 wo
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import os
 import shutil
@@ -75,8 +74,10 @@ def test_the_harness_environment_is_exactly_its_lockfiles():
     nothing else but torch (installed by name: the machine's CPU or CUDA build) and a2rl."""
     pins = lock_pins(requirements / "bootstrap.lock", requirements / "harness.lock",
                      requirements / "harness-nodeps.lock")
-    found = {canonicalize_name(d.metadata["Name"]): d.version
-             for d in importlib.metadata.distributions()}
+    # read by a fresh interpreter: once setuptools is imported (some earlier test may have),
+    # it appends its _vendor folder to sys.path, and this process would list the copies of
+    # packaging, wheel and others vendored there as if they were installed
+    found = installed(Path(sys.executable))
     assert_matches_lock(found, pins)
     assert found["torch"].split("+")[0] == "2.13.0"
 
