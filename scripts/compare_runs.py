@@ -20,6 +20,7 @@ TIME_KEYS = {"time", "elapsed_s", "eval_seconds", "started", "ended", "agent_sec
              "seconds", "code_commit", "duration_s"}
 RUN_SPECIFIC = {"artifact_hash", "commit", "final_commit", "port", "socket", "pid",
                 "artifact_bytes", "bytes", "bytes_scanned", "budget_used"}
+DRAWN = {"twin", "behaviour"}  # final.json's twin, integrity's behaviour (in summary.json)
 RESULTS_PREFIX = re.compile(r"^/\S*?/results/")
 RECORDS = ("ledger.jsonl", "final.json", "run.json", "summary.json")
 
@@ -46,10 +47,12 @@ def flatten(value, prefix: str = "") -> dict[str, object]:
 
 
 def is_time(key: str) -> bool:
-    """A time, a duration or a run identifier: not compared."""
+    """A time, a duration, a run identifier or the twin split's record (drawn afresh from a
+    random seed at each final grading, a2rl.grading.twin): not compared."""
     leaf = key.rsplit(".", 1)[-1].split("[")[0]
     timed = leaf in TIME_KEYS or leaf.endswith(("_s", "_at")) or "time" in leaf
-    return timed or leaf in RUN_SPECIFIC
+    drawn = bool(DRAWN & set(key.split(".")))
+    return timed or leaf in RUN_SPECIFIC or drawn
 
 
 def rooted(values: dict[str, object]) -> dict[str, object]:
