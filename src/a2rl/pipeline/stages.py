@@ -196,17 +196,13 @@ def _twin_check(cfg: RunConfig, run: RunPaths, artifact_hash: str,
                 scored: dict[str, Any]) -> dict[str, Any]:
     """The selected artifact scored on a twin of the test split drawn now, and the verdict
     (a2rl.grading.twin); not checked for a task whose test split is a fixed pool."""
-    from a2rl.grading.artifacts import score_artifact, stored_artifact
     from a2rl.grading.twin import draw_seed, not_checked, verdict
     task = load_task_of(cfg)
     seed = draw_seed()
     split = task.twin_split(layout_of(cfg).prepared(cfg.task.id), run.root / "twin", seed)
     if split is None:
         return not_checked("the test split is a fixed pool; no twin can be drawn")
-    result, _ = score_artifact(stored_artifact(run.store, artifact_hash), base_model_dir(cfg),
-                               lambda model_dir: task.evaluate(model_dir, split,
-                                                               cfg.task.inference),
-                               timeout_s=cfg.budget.eval_timeout_s)
+    result = _score_stored(cfg, run, artifact_hash, task, split)
     twin = {"seed": seed, "score": round(result.score, 4),
             "stderr": round(result.stderr, 4), "n": result.n}
     return verdict(scored["score"], scored.get("stderr"), twin)
@@ -214,14 +210,19 @@ def _twin_check(cfg: RunConfig, run: RunPaths, artifact_hash: str,
 
 def _rescore_on_test(cfg: RunConfig, run: RunPaths, artifact_hash: str) -> dict[str, Any]:
     """The stored artifact scored on the sealed test split, as the grader scores it."""
-    from a2rl.grading.artifacts import score_artifact, stored_artifact
     test = layout_of(cfg).prepared(cfg.task.id).test
-    task = load_task_of(cfg)
+    return _score_stored(cfg, run, artifact_hash, load_task_of(cfg), test).to_dict()
+
+
+def _score_stored(cfg: RunConfig, run: RunPaths, artifact_hash: str, task, split: Path):
+    """The stored artifact scored on ``split`` as the grader scores it (raises past the
+    evaluation deadline)."""
+    from a2rl.grading.artifacts import score_artifact, stored_artifact
     result, _ = score_artifact(stored_artifact(run.store, artifact_hash), base_model_dir(cfg),
-                               lambda model_dir: task.evaluate(model_dir, test,
+                               lambda model_dir: task.evaluate(model_dir, split,
                                                                cfg.task.inference),
-                               timeout_s=cfg.budget.eval_timeout_s)  # raises past it
-    return result.to_dict()
+                               timeout_s=cfg.budget.eval_timeout_s)
+    return result
 
 
 def summarize_run(cfg: RunConfig) -> RunSummary:
