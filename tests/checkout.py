@@ -62,11 +62,14 @@ def prepare_in(task, folder: Path) -> tuple:
     """``task`` prepared into ``folder`` as the prepare stage lays it out (data/, sealed/):
     (the PreparedTaskPaths, the facts ``task.prepare`` returned)."""
     from a2rl.common.layout import PreparedTaskPaths
+    from a2rl.pipeline.stages import write_rollouts
 
     out = PreparedTaskPaths(folder)
     out.data.mkdir(parents=True)
     out.sealed.mkdir(parents=True)
-    return out, task.prepare(out)
+    facts = task.prepare(out)
+    write_rollouts(task, out.data)
+    return out, facts
 
 
 def grid_results(grid: str, overrides: Sequence[str] = ()) -> Path:

@@ -28,7 +28,7 @@ import a2rl.task.envs as envs_module
 from a2rl.common.files import iter_jsonl, write_jsonl_atomic
 from a2rl.common.layout import PreparedTaskPaths
 from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
-from a2rl.task.base import EvalResult, Task, require_test_feedback, score_by_group
+from a2rl.task.base import EvalResult, Rollouts, Task, require_test_feedback, score_by_group
 from a2rl.task.envs import (
     Choice,
     EpisodeView,
@@ -87,6 +87,13 @@ class AlfworldTask(Task):
     def _env_module(self) -> str:
         """The environment's source file, copied into the agent's data folder."""
         return "household_env.py" if self.params.source == "household" else "alfworld_env.py"
+
+    def rollouts(self) -> Rollouts:
+        """The grader's environment class in the copied module (for ALFWorld without the
+        expert: replanning with Fast Downward at every step would cost more than the rollout),
+        rewarded by whether the episode was won."""
+        env = "HouseholdEnv" if self.params.source == "household" else "AlfworldEnv"
+        return Rollouts(module=Path(self._env_module()).stem, env=env, reward="won")
 
     def _games(self, split: Path) -> tuple[list[dict[str, Any]], list[str], Path]:
         """The split's rows, their game ids and the folder the ids are relative to."""

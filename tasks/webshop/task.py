@@ -24,7 +24,7 @@ import a2rl.task.envs as envs_module
 from a2rl.common.files import iter_jsonl, write_jsonl_atomic
 from a2rl.common.layout import PreparedTaskPaths
 from a2rl.config.types import InferenceConfig, TaskConfig
-from a2rl.task.base import EvalResult, Task, require_test_feedback, score_by_group
+from a2rl.task.base import EvalResult, Rollouts, Task, require_test_feedback, score_by_group
 from a2rl.task.envs import (
     Choice,
     EpisodeView,
@@ -227,6 +227,11 @@ class WebShopTask(Task):
                         "total": round(time.monotonic() - started, 1)},
             "params": p.to_dict(),
         }
+
+    def rollouts(self) -> Rollouts:
+        """The shop copied to ``data/webshop_env/``, rewarded by the episode's final score
+        (WebShop's reward in [0, 1], partial matches count)."""
+        return Rollouts(module="webshop_env", env="WebShopEnv", reward="score")
 
     def _copy_env(self, data: Path) -> None:
         """The environment for the agent's own rollouts: ``data/webshop_env/`` (this task's

@@ -17,20 +17,24 @@ from a2rl.config.compose import (
     conf_dir,
     grid_cells,
     grid_overrides,
+    plugin_conf_dirs,
     task_overrides,
 )
 from a2rl.config.types import DEFAULT_GRID, ConfigError, RunConfig
+from checkout import REPO
 
 CONF = conf_dir()
+# conf/ and each installed plugin's conf/ (the tasks' conf/task/<id>.yaml live in their packages)
+CONF_DIRS = [CONF, *plugin_conf_dirs()]
 # groups chosen in conf/config.yaml's defaults list ("optional local" among them)
 DEFAULT_GROUPS = {
     next(iter(entry)).split()[-1]
     for entry in yaml.safe_load((CONF / "config.yaml").read_text())["defaults"]
     if isinstance(entry, dict)
 }
-OPTIONS = sorted((group.name, option.stem)
-                 for group in CONF.iterdir() if group.is_dir()
-                 for option in group.glob("*.yaml"))
+OPTIONS = sorted({(group.name, option.stem)
+                  for conf in CONF_DIRS for group in conf.iterdir() if group.is_dir()
+                  for option in group.glob("*.yaml")})
 # option files whose own name must equal the name they give the thing (paths depend on it)
 NAMED_BY_FILE = {"task": "id", "agent": "name", "driver": "name", "budget": "name"}
 CELL_AXES = ("task", "agent", "driver")
@@ -121,7 +125,8 @@ def test_unimplemented_tasks_compose():
 def test_webshop_params_are_the_tasks_own():
     from a2rl_tasks.webshop.params import WebShopParams
 
-    task_file = yaml.safe_load((CONF / "task" / "webshop.yaml").read_text())
+    task_file = yaml.safe_load((REPO / "tasks" / "webshop" / "conf" / "task" / "webshop.yaml")
+                               .read_text())
     own = WebShopParams.from_dict(task_file["params"])  # the task's own sizes
     assert (own.source, own.test_goals, own.max_steps, own.results_per_page) == \
         ("procedural", 50, 15, 10)

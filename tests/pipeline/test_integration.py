@@ -27,7 +27,7 @@ import psutil
 import pytest
 
 from a2rl.config.compose import compose, grid_cells
-from checkout import REPO, child_env, grid_results
+from checkout import FULL_DATA, REPO, child_env, grid_results
 
 pytestmark = pytest.mark.integration
 
@@ -452,18 +452,40 @@ def test_a2rl_run_one_cell(repo_copy):
     assert list((repo_copy / CI_RESULTS / "hydra" / "run").glob("*/a2rl.log"))
 
 
-def test_a2rl_run_sft_grpo_on_household(repo_copy):
-    """The SFT -> GRPO route end to end on the ci grid's household games: a warm-up submission,
-    then a GRPO round's, each with its code commit, and the summary names both methods."""
+ALFWORLD_GAMES = REPO / "tests" / "fixtures" / "alfworld"  # three real games
+# the interactive tasks sft_grpo runs on, each as a tiny cell of the ci grid
+SFT_GRPO_TASKS = {
+    "household": [],
+    "webshop": ["task.params.train_goals=8", "task.params.test_goals=3",
+                "task.params.max_steps=4", "task.inference.batch_size=8",
+                "task.inference.max_new_tokens=16"],
+    # real ALFWorld games played by ALFWorld's engine: a few from $A2RL_DATA where it is
+    # there (CI), else the fixture's
+    "alfworld": [f"task.params.data_path={FULL_DATA / 'alfworld' if FULL_DATA else ALFWORLD_GAMES}",
+                 "task.params.test_games=2", "task.params.train_games=3",
+                 "task.params.train_splits=[train]", "task.params.max_steps=6",
+                 "task.inference.batch_size=8", "task.inference.max_new_tokens=16"],
+}
+
+
+@pytest.mark.parametrize("task", sorted(SFT_GRPO_TASKS))
+def test_a2rl_run_sft_grpo_reaches_grpo(repo_copy, task):
+    """The SFT -> GRPO route end to end on each interactive task, real ALFWorld included: a
+    warm-up submission, then a GRPO round's in the environment the task declares
+    (data/rollouts.json), each with its code commit, and the summary names both methods."""
+    if task == "alfworld":
+        pytest.importorskip("fast_downward", reason="textworld[pddl] (scripts/setup.sh)")
     quick = [f"++agent.settings.sft_grpo.{key}" for key in (
         "warmup_steps=2", "rounds=1", "iters=1", "games=2", "group=2", "max_steps=3")]
-    run(a2rl("run", "grid=ci", "task=household", "agent=sft_grpo", "budget.time_limit_s=400",
-             *quick), repo_copy)
-    run_root = repo_copy / CI_RESULTS / "runs" / "household" / "sft_grpo" / "none" / "seed0"
+    run(a2rl("run", "grid=ci", f"task={task}", "agent=sft_grpo", "budget.time_limit_s=500",
+             *SFT_GRPO_TASKS[task], *quick), repo_copy)
+    run_root = repo_copy / CI_RESULTS / "runs" / task / "sft_grpo" / "none" / "seed0"
     assert read_json(run_root / "run.json")["status"] == "completed"
     ledger = read_jsonl(run_root / "ledger.jsonl")
-    assert [Path(e["model_path"]).name for e in ledger] == ["sft-1", "grpo-1"]
-    assert all(e["valid"] and e["n"] == CI_HOUSEHOLD_GAMES and e["code_commit"] for e in ledger)
+    assert [Path(e["model_path"]).name for e in ledger] == ["sft-1", "grpo-1"], ledger
+    assert all(e["valid"] and e["code_commit"] for e in ledger)
+    if task == "household":
+        assert all(e["n"] == CI_HOUSEHOLD_GAMES for e in ledger)
     grpo_log = read_json(run_root / "workspace" / "output" / "grpo-1" / "grpo_log.json")
     assert [row["episodes"] for row in grpo_log] == [4]  # 2 games x a group of 2
     route = read_json(run_root / "summary.json")["route"]

@@ -303,9 +303,11 @@ def test_grpo_script_rolls_out_in_the_shop(prepared, tiny_model, tmp_path):
     assert log[0]["kl"] == 0.0  # --kl 0: no reference model, no penalty
 
 
-def test_grpo_script_finds_the_shop_in_its_data(prepared, tmp_path):
+def test_grpo_script_finds_the_shop_through_the_tasks_declaration(prepared, tmp_path):
     from a2rl.agents.grpo_train import data_env
 
     _, out, _ = prepared
-    assert data_env(out.data) == ("webshop_env:WebShopEnv", "score")
-    assert data_env(tmp_path) == ("household_env:HouseholdEnv", "won")
+    assert data_env(out.data) == {"kind": "episodes", "module": "webshop_env",
+                                  "env": "WebShopEnv", "reward": "score", "games": "games"}
+    with pytest.raises(SystemExit, match="ships no environment for online rollouts"):
+        data_env(tmp_path)  # no guessing by file name: a task declares its environment

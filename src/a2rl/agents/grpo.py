@@ -1,6 +1,6 @@
-"""Reference agent ``grpo``: online GRPO in the train games of an interactive task (household /
-ALFWorld), starting from the base model, submitting each round's model (the grader keeps the
-best so far).
+"""Reference agent ``grpo``: online GRPO in the train games of an interactive task (household,
+ALFWorld, WebShop), starting from the base model, submitting each round's model (the grader
+keeps the best so far).
 
 It writes ``code/grpo_train.py`` (below) and runs it in rounds. One GRPO iteration:
 
@@ -8,7 +8,7 @@ It writes ``code/grpo_train.py`` (below) and runs it in rounds. One GRPO iterati
    with a learning signal; unseen games count as uncertain);
 2. play ``group`` episodes of each in lockstep (``data/a2rl_envs.play``, one batched sampled
    generation per step, temperature ``temp``, reply parsed to the closest admissible action),
-   with the grader's prompt (``data/household_env.PROMPT``);
+   with the grader's prompt (the declared module's ``PROMPT``);
 3. episode return = won - ``step_cost`` x steps (+ ``expert_bonus`` x the share of steps that
    took the environment's expert action, a shaping term the train games offer); advantage =
    (return - group mean) / group std (groups whose episodes all scored the same give no signal
@@ -40,8 +40,9 @@ train_layers, minibatch, step_cost, expert_bonus, max_steps, max_new_tokens, kl,
 reserve_s), from
 ``$A2RL_AGENT_SETTINGS``. Precision: the agent config's ``precision`` (auto | bf16 | fp32),
 passed as A2RL_PRECISION.
-The environment is the one the data folder ships (grpo_train.data_env): WebShop's
-(``data/webshop_env/``, rewarded by its final score) or the household games' (won or lost).
+The environment is the one the task declares in ``data/rollouts.json`` (grpo_train.data_env;
+a2rl.task.base.Rollouts): its module and class in data/, its train games, and the episode
+outcome that is the reward (household and ALFWorld games: won or lost; WebShop: the final score).
 """
 
 import json

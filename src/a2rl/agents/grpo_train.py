@@ -216,13 +216,23 @@ def fits_before(deadline, log, estimate):
     return not deadline or time.time() + max(seconds) <= deadline
 
 
-def data_env(data: Path) -> tuple[str, str]:
-    """The environment the data folder ships (MODULE:CLASS; the module also has PROMPT and
-    load_games(data/games)) and the episode outcome to reward: WebShop's (``webshop_env/``,
-    its final score) or the household games' (won, 0 or 1)."""
-    if (data / "webshop_env").is_dir():
-        return "webshop_env:WebShopEnv", "score"
-    return "household_env:HouseholdEnv", "won"
+ROLLOUTS_FILE = "rollouts.json"  # a2rl.task.base.ROLLOUTS_FILE (this script runs without a2rl)
+
+
+def data_env(data: Path) -> dict:
+    """The task's declaration of the environment its data folder ships (``data/rollouts.json``:
+    ``module`` with PROMPT and load_games, its class ``env``, the train ``games`` folder, and
+    the ``reward``: ``won`` or ``score``). A task without one cannot be rolled out here."""
+    path = data / ROLLOUTS_FILE
+    if not path.is_file():
+        raise SystemExit(f"{path} is missing: this task ships no environment for online "
+                         "rollouts (an interactive task declares one; see the task's README)")
+    declared = json.loads(path.read_text())
+    missing = [k for k in ("module", "env", "reward") if not declared.get(k)]
+    if missing or declared.get("kind", "episodes") != "episodes":
+        raise SystemExit(f"{path}: not an episodes declaration (missing {missing}, kind "
+                         f"{declared.get('kind')!r})")
+    return {"games": "games", **declared}
 
 
 def arguments():
@@ -270,10 +280,10 @@ def main():
     sys.path.insert(0, a.data)
     from a2rl_envs import Choice, parse_action, play
 
-    env, reward = data_env(Path(a.data))
-    module_name, _, env_name = env.partition(":")
-    env_module = importlib.import_module(module_name)
-    make_env, load_games = getattr(env_module, env_name), env_module.load_games
+    declared = data_env(Path(a.data))
+    reward = declared["reward"]
+    env_module = importlib.import_module(declared["module"])
+    make_env, load_games = getattr(env_module, declared["env"]), env_module.load_games
 
     random.seed(a.seed)
     torch.manual_seed(a.seed)
@@ -296,7 +306,7 @@ def main():
     if eos_id is None or eos_id == tok.unk_token_id:
         eos_id = tok.eos_token_id
 
-    games = load_games(Path(a.data) / "games")
+    games = load_games(Path(a.data) / declared["games"])
     stats_path = Path(a.stats) if a.stats else None
     stats = json.loads(stats_path.read_text()) if stats_path and stats_path.exists() else {}
     policy = SamplingPolicy(sampler, tok, parse_action, Choice, a.temperature,

@@ -1,5 +1,6 @@
 """Reference agent ``sft_grpo``: SFT warm-up on the expert trajectories, then online GRPO in the
-train games (interactive tasks: household / ALFWorld).
+train games of an interactive task (household, ALFWorld, WebShop: each declares its
+environment in ``data/rollouts.json``).
 
 1. Warm-up: the ``sft`` agent's TRL script (``code/train.py``) on ``data/train.jsonl`` (step-level
    prompt -> expert action, in the grader's prompt format) for ``warmup_steps`` x

@@ -12,7 +12,10 @@ choices as overrides::
         cell_cfg = compose(cell_overrides(cell, ["grid=paper"]))
 
 conf/ is found through ``$A2RL_CONF``, else next to the package in a source checkout
-(``src/a2rl/config/../../../conf``), else in the working directory.
+(``src/a2rl/config/../../../conf``), else in the working directory. Each installed plugin's own
+``conf/`` folder (a2rl.common.plugins: a task package's ``conf/task/<id>.yaml``, an agent's
+``conf/agent/<name>.yaml``) joins Hydra's search path after it, built-ins first, so
+``task=<id>`` finds a task wherever its package is installed.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
+from a2rl.common.plugins import GROUPS, PluginError, usable
 from a2rl.config.types import ConfigError, RunConfig, to_run_config
 
 CONF_ENV = "A2RL_CONF"
@@ -56,6 +60,28 @@ def conf_dir() -> Path:
                       f"directory ({Path.cwd()}); set {CONF_ENV}=/path/to/conf")
 
 
+def plugin_conf_dirs() -> list[Path]:
+    """The ``conf/`` folders of the installed plugins, built-ins first. A plugin whose module
+    cannot be found adds none (``a2rl tasks`` / ``a2rl agents`` report it)."""
+    found = []
+    for kind in GROUPS:
+        for plugin in sorted(usable(kind).values(), key=lambda p: (not p.built_in, p.name)):
+            try:
+                folder = plugin.folder() / "conf"
+            except PluginError:
+                continue
+            if folder.is_dir() and folder not in found:
+                found.append(folder)
+    return found
+
+
+def searchpath_override() -> str:
+    """The Hydra override that puts ``plugin_conf_dirs`` on the config search path."""
+    quoted = (str(folder.resolve()).replace("\\", "\\\\").replace("'", "\\'")
+              for folder in plugin_conf_dirs())
+    return "hydra.searchpath=[" + ",".join(f"'file://{q}'" for q in quoted) + "]"
+
+
 def compose_dict(overrides: Sequence[str] = ()) -> DictConfig:
     """conf/config.yaml with Hydra ``overrides`` applied, unresolved and unchecked."""
     from hydra import compose as hydra_compose
@@ -64,17 +90,18 @@ def compose_dict(overrides: Sequence[str] = ()) -> DictConfig:
     from hydra.errors import HydraException
 
     overrides = [str(o) for o in overrides]
+    hydra_overrides = [*overrides, searchpath_override()]
     try:
         # inside the `a2rl run` app (same conf/) or a `composing()` block that initialised it
         if GlobalHydra.instance().is_initialized():
-            return hydra_compose(config_name=CONFIG_NAME, overrides=overrides)
+            return hydra_compose(config_name=CONFIG_NAME, overrides=hydra_overrides)
         initialize = initialize_config_dir(config_dir=str(conf_dir()),
                                            version_base=HYDRA_VERSION_BASE, job_name="a2rl")
         if _session is not None:  # stays initialised for the block's next compositions
             _session.enter_context(initialize)
-            return hydra_compose(config_name=CONFIG_NAME, overrides=overrides)
+            return hydra_compose(config_name=CONFIG_NAME, overrides=hydra_overrides)
         with initialize:
-            return hydra_compose(config_name=CONFIG_NAME, overrides=overrides)
+            return hydra_compose(config_name=CONFIG_NAME, overrides=hydra_overrides)
     except (HydraException, OmegaConfBaseException) as err:
         raise ConfigError(f"cannot compose conf/ with overrides {overrides}: {err}") from err
 

@@ -1,6 +1,6 @@
-"""The task group of the config (conf/task/): a task, its base model and how completions are
-generated when it is scored. Part of RunConfig (a2rl.config.types, which re-exports these), in a
-module of its own only to keep modules short.
+"""The task group of the config (a task package's conf/task/<id>.yaml): a task, its base model
+and how completions are generated when it is scored. Part of RunConfig (a2rl.config.types,
+which re-exports these), in a module of its own only to keep modules short.
 """
 
 from __future__ import annotations
@@ -101,17 +101,19 @@ class InferenceConfig:
 
 @dataclass
 class TaskConfig:
-    """A benchmark task. ``package`` picks the implementation (tasks/<package>/); ``id`` names
-    this configuration of it (conf/task/<id>.yaml) in paths and leaderboards, so variants of one
-    implementation (the paper's GSM8K and a small offline one; ALFWorld's games and the
-    generated household games) never share results. ``resources`` and ``eval_s`` size the jobs
-    that grade it (a2rl.pipeline.resources)."""
+    """A benchmark task. ``package`` picks the implementation (a task plugin; the built-ins are
+    tasks/<package>/); ``id`` names this configuration of it (its package's conf/task/<id>.yaml)
+    in paths and leaderboards, so variants of one implementation (the paper's GSM8K and a small
+    offline one; ALFWorld's games and the generated household games) never share results.
+    ``resources`` and ``eval_s`` size the jobs that grade it (a2rl.pipeline.resources)."""
 
     id: str = field(default="gsm8k", metadata={
         "help": "This configuration of the task; names its results (results/prepared/<id>/, "
-                "results/runs/<id>/...) and equals the conf/task/ file name."})
+                "results/runs/<id>/...) and equals its file name, conf/task/<id>.yaml in the "
+                "task's package."})
     package: str = field(default="gsm8k", metadata={
-        "help": "The implementation: tasks/<package>/, imported as a2rl_tasks.<package>. "
+        "help": "The implementation: the task plugin of that name (entry-point group a2rl.tasks; "
+                "the built-ins are tasks/<package>/, imported as a2rl_tasks.<package>). "
                 "Several task ids may share one (household and alfworld both use alfworld)."})
     level: str = field(default="L1", metadata={
         "help": "The paper's level: L1 static rule-based, L2 judge-based, L3 interactive."})

@@ -292,7 +292,8 @@ class GridConfig:
                 "any (a2rl.config.compose.grid_label), so two grids, or one grid under other "
                 "overrides, never share a run. Empty: the name."})
     tasks: list[str] = field(default_factory=lambda: ["gsm8k"], metadata={
-        "help": "Task ids (conf/task/ file names)."})
+        "help": "Task ids (conf/task/<id>.yaml of an installed task package; `a2rl tasks` "
+                "lists them)."})
     agents: list[str] = field(default_factory=lambda: ["noop", "sft"], metadata={
         "help": "Agent names (conf/agent/ file names)."})
     drivers: list[str] = field(default_factory=lambda: ["none"], metadata={
@@ -325,7 +326,7 @@ class RunConfig:
     """One composed configuration: a cell plus the grid it belongs to."""
 
     task: TaskConfig = field(default_factory=TaskConfig, metadata={
-        "help": "The benchmark task of the cell (conf/task/<id>.yaml)."})
+        "help": "The benchmark task of the cell (a task package's conf/task/<id>.yaml)."})
     agent: AgentConfig = field(default_factory=AgentConfig, metadata={
         "help": "The agent stack run in the sandbox (conf/agent/<name>.yaml)."})
     driver: DriverConfig = field(default_factory=DriverConfig, metadata={

@@ -16,7 +16,9 @@ InvalidSubmission. These messages are made before the sealed split is touched.
 from __future__ import annotations
 
 import contextlib
+import errno
 import multiprocessing
+import os
 import resource
 import sys
 import threading
@@ -129,14 +131,34 @@ def _materialize_in_child(send, artifact: str, base_model: str, dest: str,
         result = ("ok", str(materialize_submission(Path(artifact), Path(base_model),
                                                    Path(dest))))
     except InvalidSubmission as err:
-        result = ("invalid", str(err))
+        result = ("invalid", over_cap(memory_bytes) if ran_out_of_memory(err) else str(err))
     except FileNotFoundError as err:
         result = ("missing_base", str(err))
     except MemoryError:
-        result = ("invalid", f"loading the submission needed more than the memory cap of "
-                             f"{memory_bytes / GIB:.1f} GiB")
+        result = ("invalid", over_cap(memory_bytes))
     send.send(result)
     send.close()
+
+
+def over_cap(memory_bytes: int) -> str:
+    return (f"loading the submission needed more than the memory cap of "
+            f"{memory_bytes / GIB:.1f} GiB")
+
+
+def ran_out_of_memory(err: BaseException) -> bool:
+    """Whether ``err`` came from an allocation the cap refused. Which error that is depends on
+    the allocator and the kernel: Python's MemoryError, or a library's own (safetensors maps
+    its file and reports the refused mmap as RuntimeError "Cannot allocate memory (12)", which
+    submission.py wraps as any other loading error)."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, MemoryError) or getattr(err, "errno", None) == errno.ENOMEM:
+            return True
+        if os.strerror(errno.ENOMEM) in str(err):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
 
 
 def cap_private_memory(extra_bytes: int) -> None:

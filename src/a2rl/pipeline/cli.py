@@ -205,7 +205,13 @@ def _run_app(args: list[str]) -> int:
     """``a2rl run``: a Hydra app over conf/, so sweeps (-m) and Hydra's flags work."""
     import hydra
 
-    from a2rl.config.compose import CONFIG_NAME, HYDRA_VERSION_BASE, conf_dir, to_checked
+    from a2rl.config.compose import (
+        CONFIG_NAME,
+        HYDRA_VERSION_BASE,
+        conf_dir,
+        searchpath_override,
+        to_checked,
+    )
     from a2rl.pipeline.agent_settings import check_settings
 
     @hydra.main(config_path=str(conf_dir()), config_name=CONFIG_NAME,
@@ -214,7 +220,8 @@ def _run_app(args: list[str]) -> int:
         run_cell(check_settings(to_checked(dict_cfg)))
 
     saved = sys.argv
-    sys.argv = ["a2rl run", *args]
+    # the installed plugins' configs (task=<id> of a task package) join the search path
+    sys.argv = ["a2rl run", *args, searchpath_override()]
     try:
         app()
     finally:

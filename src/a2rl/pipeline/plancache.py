@@ -22,7 +22,7 @@ from pathlib import Path
 
 from a2rl.agents import settings as settings_module
 from a2rl.config import types as types_module
-from a2rl.config.compose import compose, conf_dir
+from a2rl.config.compose import compose, conf_dir, plugin_conf_dirs
 from a2rl.config.types import RunConfig
 from a2rl.pipeline import agent_settings as agent_settings_module
 from a2rl.pipeline.agent_settings import check_settings
@@ -44,12 +44,13 @@ def code_files() -> list[Path]:
 def inputs_digest() -> str:
     """A digest of what every composition reads besides its overrides."""
     digest = hashlib.sha256()
-    conf = conf_dir()
     names = set()
-    for path in sorted(p for p in conf.rglob("*") if p.is_file()):
-        content = path.read_bytes()
-        names.update(ENV_INTERPOLATION.findall(content))
-        digest.update(str(path.relative_to(conf)).encode() + b"\0" + content + b"\0")
+    for conf in (conf_dir(), *plugin_conf_dirs()):  # a plugin's configs are composed too
+        digest.update(str(conf).encode() + b"\0")
+        for path in sorted(p for p in conf.rglob("*") if p.is_file()):
+            content = path.read_bytes()
+            names.update(ENV_INTERPOLATION.findall(content))
+            digest.update(str(path.relative_to(conf)).encode() + b"\0" + content + b"\0")
     for name in sorted(names):
         digest.update(name + b"=" + os.environ.get(name.decode(), "<unset>").encode() + b"\0")
     for source in code_files():

@@ -64,9 +64,22 @@ def prepare_task(cfg: RunConfig, reuse: bool = False) -> PreparedTaskPaths:
     out.data.mkdir(parents=True, exist_ok=True)
     out.sealed.mkdir(parents=True, exist_ok=True)
     facts = task.prepare(out)
+    write_rollouts(task, out.data)
     write_json_atomic(out.manifest, {"task": cfg.task.id, "name": cfg.task.package,
                                      "prepared": utc_now(), "fingerprint": fingerprint, **facts})
     return out
+
+
+def write_rollouts(task, data: Path) -> None:
+    """``data/rollouts.json``: the task's declaration of its environment for the agents' own
+    rollouts (``Task.rollouts``), or none when it ships no environment."""
+    from a2rl.task.base import ROLLOUTS_FILE
+
+    rollouts = task.rollouts()
+    if rollouts is None:
+        (data / ROLLOUTS_FILE).unlink(missing_ok=True)
+    else:
+        write_json_atomic(data / ROLLOUTS_FILE, rollouts.to_dict())
 
 
 def task_fingerprint(cfg: RunConfig, task) -> str:

@@ -1,6 +1,8 @@
-"""The task interface. Each task lives in ``tasks/<name>/`` (package ``a2rl_tasks.<name>``) and
-exposes ``build(cfg: TaskConfig, data_root: Path) -> Task``. The harness never imports a
-particular task by name in code; it loads the one the config names.
+"""The task interface. A task is a package registered as a plugin (entry-point group
+``a2rl.tasks``, a2rl.common.plugins; the built-ins live in ``tasks/<name>/`` as
+``a2rl_tasks.<name>``) that exposes ``build(cfg: TaskConfig, data_root: Path) -> Task`` and ships
+its configs as ``conf/task/<id>.yaml``. The harness never imports a particular task by name in
+code; it loads the one the config's ``task.package`` names.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from a2rl.common.layout import Layout, PreparedTaskPaths
+from a2rl.common.plugins import Plugin, PluginError, find
 from a2rl.config.checks import ConfigError
 from a2rl.config.types import DriverConfig, InferenceConfig, ModelConfig, TaskConfig
 
@@ -121,6 +124,33 @@ def score_by_group(groups: list[str], scores: list[float], prefix: str) -> dict[
     return out
 
 
+# the file in a task's data folder that declares its environment for the agents' own rollouts
+ROLLOUTS_FILE = "rollouts.json"
+REWARDS = ("won", "score")
+
+
+@dataclass(frozen=True)
+class Rollouts:
+    """How agents roll out their own model in an interactive task's train games, read from
+    ``data/rollouts.json`` (the reference ``grpo`` / ``sft_grpo`` agents do): ``module``, a module
+    or package in data/ with ``PROMPT`` and ``load_games(folder)``; its environment class
+    ``env`` (``a2rl.task.envs.TextEnv``, made with a game id); the train games' folder in data/;
+    and the episode outcome that is the reward: ``won`` (0 or 1) or ``score`` (in [0, 1])."""
+
+    module: str
+    env: str
+    reward: str = "won"
+    games: str = "games"
+
+    def __post_init__(self):
+        if self.reward not in REWARDS:
+            raise ValueError(f"Rollouts.reward={self.reward!r}: expected one of {REWARDS}")
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": "episodes", "module": self.module, "env": self.env,
+                "reward": self.reward, "games": self.games}
+
+
 def require_test_feedback(cfg: TaskConfig) -> None:
     """Refuse ``feedback=validation`` for a task without a validation split."""
     if cfg.feedback != "test":
@@ -170,6 +200,11 @@ class Task(ABC):
         (a2rl.grading.twin)."""
         return None
 
+    def rollouts(self) -> Rollouts | None:
+        """The environment this task copies into data/ for the agents' own rollouts (the
+        harness writes it to ``data/rollouts.json``); None for a task that ships none."""
+        return None
+
     def find_item(self, item_id: str) -> dict[str, Any]:
         """The item ``item_id`` of any split, in the split files' format; KeyError if the task
         has no such item."""
@@ -188,16 +223,24 @@ class Task(ABC):
 
 
 def task_command(cfg: TaskConfig) -> Callable[[list[str]], int] | None:
-    """A task's own scoring command (``main(args)`` of ``a2rl_tasks.<name>.score``), for inputs
-    other than replies (e.g. AlpacaEval's judge annotations); None when the task has none."""
-    name = f"a2rl_tasks.{cfg.package}.score"
+    """A task's own scoring command (``main(args)`` of its package's ``score`` module), for
+    inputs other than replies (e.g. AlpacaEval's judge annotations); None when it has none."""
+    name = f"{task_plugin(cfg).module}.score"
     try:
         module = importlib.import_module(name)
     except ModuleNotFoundError as err:
         if err.name and (name == err.name or name.startswith(err.name + ".")):
-            return None  # no such task, or a task without a command of its own
+            return None  # a task without a command of its own
         raise
     return getattr(module, "main", None)
+
+
+def task_plugin(cfg: TaskConfig) -> Plugin:
+    """The installed plugin that implements ``cfg.package``."""
+    try:
+        return find("tasks", cfg.package)
+    except PluginError as err:
+        raise TaskNotImplemented(f"task {cfg.id!r}: {err}") from err
 
 
 def load_task(cfg: TaskConfig, data_root: Path) -> Task:
@@ -206,11 +249,11 @@ def load_task(cfg: TaskConfig, data_root: Path) -> Task:
         raise TaskNotImplemented(
             f"task {cfg.package!r} is configured but not implemented yet "
             f"(task.implemented=false)")
+    plugin = task_plugin(cfg)
     try:
-        module = importlib.import_module(f"a2rl_tasks.{cfg.package}")
-    except ModuleNotFoundError as err:
-        if err.name and err.name.startswith(f"a2rl_tasks.{cfg.package}"):
-            raise TaskNotImplemented(f"task {cfg.package!r} has no implementation (expected "
-                                     f"tasks/{cfg.package}/)") from err
-        raise
-    return module.build(cfg, Path(data_root))
+        build = plugin.load().build
+    except PluginError as err:
+        raise TaskNotImplemented(str(err)) from err
+    except AttributeError as err:
+        raise TaskNotImplemented(plugin.describe("no build(cfg, data_root)")) from err
+    return build(cfg, Path(data_root))
