@@ -66,7 +66,7 @@ def load_script(name: str):
     return module
 
 
-@pytest.mark.parametrize("script", ["sft_train", "grpo_train"])
+@pytest.mark.parametrize("script", ["sft_train", "grpo_train", "grpo_single_train"])
 def test_training_scripts_have_no_second_default(script, capsys):
     """The knobs' one default is the agent's settings: the scripts require them."""
     with pytest.raises(SystemExit):
