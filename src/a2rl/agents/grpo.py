@@ -66,10 +66,10 @@ from settings import GrpoSettings, load
 HERE = Path(__file__).resolve().parent
 GRPO_SCRIPT = HERE / "grpo_train.py"
 SINGLE_TURN_SCRIPT = HERE / "grpo_single_train.py"
-# the scripts each kind of declaration runs in code/ (the single-turn script imports the other
-# two's layer freezing and deadline callback)
-SCRIPTS = {"episodes": [GRPO_SCRIPT],
-           "single_turn": [SINGLE_TURN_SCRIPT, GRPO_SCRIPT, HERE / "sft_train.py"]}
+# the scripts each kind of declaration runs in code/ (the single-turn script imports the
+# episodes script's layer freezing and deadline rule; not sft_train's callback, whose SFTTrainer
+# in code/ would make the run's route read as SFT)
+SCRIPTS = {"episodes": [GRPO_SCRIPT], "single_turn": [SINGLE_TURN_SCRIPT, GRPO_SCRIPT]}
 ROLLOUTS_FILE = "rollouts.json"  # a2rl.task.base.ROLLOUTS_FILE (the agent runs without a2rl)
 
 

@@ -1,7 +1,7 @@
 """Online GRPO on a single-turn task's train prompts (GSM8K, HumanEval) with TRL's
 ``GRPOTrainer``, written into code/grpo_single_train.py by the a2rl reference agents `grpo` /
-`sft_grpo` (the method: see a2rl/agents/grpo.py). It runs beside copies of grpo_train.py and
-sft_train.py, whose layer freezing and deadline callback it uses.
+`sft_grpo` (the method: see a2rl/agents/grpo.py). It runs beside a copy of grpo_train.py, the
+episodes script, whose layer freezing and deadline rule it shares.
 
 The task declares in ``data/rollouts.json`` (kind ``single_turn``, a2rl.task.base.SingleTurn)
 its prompts file and its reward, a function of a module in data/: the task's own rule (the
@@ -16,12 +16,14 @@ Only the top ``--train-layers`` decoder layers (and the final norm) train, as in
 script, which keeps the backward pass cheap on CPU.
 
 Precision: ``--precision`` (default ``$A2RL_PRECISION``, which the harness sets from
-``a2rl.common.hardware``), and no gradient checkpointing, as sft_train.py says why.
+``a2rl.common.hardware``), and no gradient checkpointing (sft_train.py says why).
 Deadline: with ``--deadline`` training stops after the last step that ends before it (judged
-by the mean step time so far, sft_train.StopBeforeDeadline) and the model trained so far is
-saved. Output: the model in ``--out`` with ``grpo_log.json``, one row per step (``success``:
-100 x the mean reward of its replies, as the episodes script's rows; ``seconds``; the last row
-also ``save_s``), written last, so that its presence means the model is complete.
+by the longest step so far, grpo_train.fits_before: a step's length varies with its replies')
+and the model trained so far is saved.
+
+Output: the model in ``--out`` with ``grpo_log.json``, one row per step (``success``: 100 x
+the mean reward of its replies, as the episodes script's rows; ``seconds``; the last row also
+``save_s``), written last, so that its presence means the model is complete.
 """
 import argparse
 import importlib
@@ -35,8 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch
 from datasets import Dataset
-from grpo_train import ROLLOUTS_FILE, freeze_lower_layers
-from sft_train import StopBeforeDeadline
+from grpo_train import ROLLOUTS_FILE, fits_before, freeze_lower_layers
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
@@ -92,11 +93,15 @@ def task_reward(data: Path, declared: dict, columns: list[str]):
 
 class StepLog(TrainerCallback):
     """One row per GRPO step from TRL's logs (``logging_steps=1``): the mean reward x 100
-    (``success``), its spread, the replies' mean length, the KL, and the step's seconds."""
+    (``success``), its spread, the replies' mean length, the KL, and the step's seconds; and
+    training stopped when one more step, as long as the longest so far, would end after
+    ``deadline`` (0: none)."""
 
-    def __init__(self):
+    def __init__(self, deadline):
+        self.deadline = deadline
         self.rows = []
         self.last = None
+        self.stopped_at = None
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.last = time.time()
@@ -111,6 +116,9 @@ class StepLog(TrainerCallback):
                           "kl": logs.get("kl", 0.0), "loss": logs.get("loss"),
                           "seconds": round(now - self.last, 1)})
         self.last = now
+        if state.global_step < state.max_steps and not fits_before(self.deadline, self.rows, 0):
+            control.should_training_stop = True
+            self.stopped_at = state.global_step
 
 
 def training_config(a) -> GRPOConfig:
@@ -165,10 +173,10 @@ def main():
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32)
     freeze_lower_layers(model, a.train_layers)
-    deadline, steps = StopBeforeDeadline(a.deadline), StepLog()
+    steps = StepLog(a.deadline)
     trainer = GRPOTrainer(model=model, reward_funcs=reward, args=training_config(a),
                           train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
-                          callbacks=[deadline, steps])
+                          callbacks=[steps])
     trainer.train()
     saved = time.time()
     tokenizer.padding_side = padding_side  # saved as it came
@@ -180,8 +188,8 @@ def main():
         json.dump(steps.rows, f, indent=1)
     report = {"saved": a.out, "steps": trainer.state.global_step, "planned_steps": a.steps,
               "precision": a.precision, "success": [r["success"] for r in steps.rows]}
-    if deadline.stopped_at is not None:
-        report["stopped"] = f"deadline: {a.steps - deadline.stopped_at} of {a.steps} steps skipped"
+    if steps.stopped_at is not None:
+        report["stopped"] = f"deadline: {a.steps - steps.stopped_at} of {a.steps} steps skipped"
     print(json.dumps(report), flush=True)
 
 
