@@ -6,6 +6,9 @@ a step) from workspace/output/grpo-*/grpo_log.json.
     python experiments/paired_compare.py results/smoke/runs/gsm8k_arith/sft/none/seed0 \\
         results/smoke/runs/gsm8k_arith/grpo/none/seed0 [--json out.json]
 
+Either side may also be a per-item file from experiments/score_items.py (the base model, whose
+baseline.json keeps only the mean).
+
 Scores are on the 0-100 scale. The paired SE is sd(d) / sqrt(n) over the per-item differences
 d = b - a (n - 1 in the variance), the same items in the same split; z = difference / SE. The
 discordant counts (items only a, or only b, got right) give an exact two-sided sign test
@@ -26,7 +29,11 @@ def read_json(path: Path):
 
 
 def per_item(run: Path) -> dict[str, float]:
-    """Item id -> score in [0, 1] of the run's selected submission on the test split."""
+    """Item id -> score in [0, 1] of the run's selected submission on the test split, or of
+    the model a per-item file describes (experiments/score_items.py, evals/<id>.json's shape)."""
+    if run.is_file():
+        details = read_json(run)
+        return dict(zip([r["id"] for r in details["records"]], details["per_item"], strict=True))
     final = read_json(run / "final.json")
     selected = final["selected_submission"]
     if selected is None or final.get("rescored"):
@@ -87,7 +94,13 @@ def grpo_rounds(run: Path) -> list[dict]:
 
 
 def describe(run: Path) -> dict:
-    """What the run was: agent, selected submission, the machine and load it ran on."""
+    """What the run was: agent, selected submission, the machine it ran on (for a per-item
+    file: its model and split)."""
+    if run.is_file():
+        details = read_json(run)
+        return {"file": str(run), "model": details.get("model"),
+                "split_file": details.get("split_file"), "score": details.get("score"),
+                "seconds": details.get("seconds")}
     final, record = read_json(run / "final.json"), read_json(run / "run.json")
     hardware = record.get("hardware", {})
     return {"run": str(run), "agent": final["agent"], "test_score": final["test_score"],
@@ -99,8 +112,8 @@ def describe(run: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("a", type=Path, help="run folder of the first run (the reference)")
-    p.add_argument("b", type=Path, help="run folder of the second run")
+    p.add_argument("a", type=Path, help="run folder (or per-item file) of the reference")
+    p.add_argument("b", type=Path, help="run folder (or per-item file) compared with it")
     p.add_argument("--json", type=Path, help="write the comparison here too")
     args = p.parse_args(argv)
     result = {"a": describe(args.a), "b": describe(args.b),
