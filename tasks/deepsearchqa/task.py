@@ -43,6 +43,7 @@ CACHE_DIR = "cache"     # the web and judge caches and call logs, in sealed/
 
 
 class DeepSearchTask(Task):
+    metric = "accuracy: fully correct answers (every expected item, nothing else)"
     item_fields = ("id", "question", "answers", "answer_type")
 
     def __init__(self, cfg: TaskConfig, data_root: Path):
@@ -59,6 +60,12 @@ class DeepSearchTask(Task):
         self.judge_spent_usd = 0.0  # over this task object's evaluations (one run)
 
     # ---- data -------------------------------------------------------------------------------
+
+    def data_files(self) -> list[Path]:
+        d = self.params.dsqa
+        if self.params.source != "dsqa" or d.hf_id:
+            return []
+        return [Path(d.path) if Path(d.path).is_absolute() else self.data_root / d.path]
 
     def prepare(self, out: PreparedTaskPaths) -> dict[str, Any]:
         started = time.monotonic()

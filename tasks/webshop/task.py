@@ -100,6 +100,7 @@ def breakdown(rows: list[dict[str, Any]], rewards: list[float],
 
 
 class WebShopTask(Task):
+    metric = "mean reward (WebShop's score in [0, 1]) x 100"
     def __init__(self, cfg: TaskConfig, data_root: Path):
         super().__init__(cfg, data_root)
         self.params = WebShopParams.from_dict(cfg.params)
@@ -110,6 +111,11 @@ class WebShopTask(Task):
             max_history_chars=PROMPT.max_history_chars)
 
     # ---- catalog and goals ---------------------------------------------------------------
+
+    def data_files(self) -> list[Path]:
+        p = self.params
+        return ([Path(f) for f in (p.product_file, p.attribute_file, p.human_instruction_file)
+                 if f] if p.source == "webshop" else [])
 
     def _procedural(self, folder: Path) -> tuple[list[dict], list[dict], list[dict], dict]:
         """Generate the catalog, write it in WebShop's formats to ``folder``, load it back

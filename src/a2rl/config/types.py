@@ -355,4 +355,8 @@ class RunConfig:
 def to_run_config(cfg: Any) -> RunConfig:
     """Turn a composed DictConfig into a checked RunConfig (raises ConfigError)."""
     merged = OmegaConf.merge(OmegaConf.structured(RunConfig), cfg)
+    if not OmegaConf.select(cfg, "grid.label", default=""):
+        # the structured defaults ran GridConfig's __post_init__ on the default grid, so an
+        # unset label would stay the default grid's name, whatever grid was chosen
+        merged.grid.label = merged.grid.name
     return OmegaConf.to_object(merged)
