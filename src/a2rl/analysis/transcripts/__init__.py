@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from a2rl.analysis.transcripts import stacks
-from a2rl.analysis.transcripts.schema import (
+from a2rl.common.beneath import Refused, read_file
+from a2rl.llm.transcript_files import MAX_TRANSCRIPT_BYTES
+from a2rl.llm.transcript_schema import (
     MAX_OUTPUT,
     ToolCall,
     ToolResult,
@@ -33,8 +35,6 @@ from a2rl.analysis.transcripts.schema import (
     Turn,
     seconds,
 )
-from a2rl.common.beneath import Refused, read_file
-from a2rl.llm.transcript_files import MAX_TRANSCRIPT_BYTES
 
 __all__ = ["MAX_OUTPUT", "NORMALISERS", "ToolCall", "ToolResult", "Transcript",
            "TranscriptError", "Turn", "link_llm_calls", "normalise", "read_lines"]

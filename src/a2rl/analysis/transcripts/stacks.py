@@ -1,11 +1,11 @@
 """One reader per agent stack's native transcript format, each turning the parsed lines
-into ``Turn``s of the common schema (a2rl.analysis.transcripts.schema)."""
+into ``Turn``s of the common schema (a2rl.llm.transcript_schema)."""
 
 from __future__ import annotations
 
 import json
 
-from a2rl.analysis.transcripts.schema import (
+from a2rl.llm.transcript_schema import (
     Turn,
     add_text,
     assistant_turn,
