@@ -43,8 +43,8 @@ PROVIDERS = ("none", "anthropic", "openai", "gemini", "openai_compatible", "repl
 class AgentConfig:
     """An agent stack: the command run inside the sandbox and what it may reach.
 
-    Reference agents give ``command``; LLM-driven agents name a ``stack`` (an adapter in
-    a2rl.llm.stacks that builds the command line) and pin its package ``version``, installed
+    Reference agents give ``command``; LLM-driven agents name a ``stack`` (a stack plugin,
+    a2rl.llm.stacks, that builds the command line) and pin its package ``version``, installed
     into resources/tools/<stack>/<version>/ by scripts/install_agents.py."""
 
     name: str = field(default="noop", metadata={
@@ -82,9 +82,9 @@ class AgentConfig:
                 "(a2rl.common.hardware): auto (bf16 only where the device computes it natively; "
                 "emulated bf16 is 4-11x slower), bf16 or fp32."})
     stack: Optional[str] = field(default=None, metadata={
-        "help": "The agent CLI adapter (a2rl.llm.stacks.STACKS: claude_code, codex, gemini_cli, "
-                "opencode, openhands, mini_swe_agent) for llm agents; null for reference "
-                "agents."})
+        "help": "The agent CLI for llm agents: a stack plugin's name (entry-point group "
+                "a2rl.stacks; the built-ins claude_code, codex, gemini_cli, opencode, openhands, "
+                "mini_swe_agent are a2rl.llm.stacks.<name>); null for reference agents."})
     version: Optional[str] = field(default=None, metadata={
         "help": "The stack's pinned package version, installed into "
                 "resources/tools/<stack>/<version>/ by scripts/install_agents.py."})
