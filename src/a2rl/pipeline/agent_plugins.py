@@ -13,8 +13,9 @@ environment and import nothing from the harness, like the built-in reference age
 
 from __future__ import annotations
 
+import json
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -85,19 +86,19 @@ def problem_of(plugin: Plugin) -> Optional[str]:
 
 
 def main(args: list[str]) -> int:
-    """``a2rl agents``: the table, then one line per broken plugin saying why."""
-    if args:
-        print("usage: a2rl agents", file=sys.stderr)
+    """``a2rl agents [--json]``: the table (or JSON), then one line per broken plugin saying
+    why; exit 1 when one is broken, as ``a2rl tasks`` does."""
+    if args not in ([], ["--json"]):
+        print("usage: a2rl agents [--json]", file=sys.stderr)
         return 2
     rows = listing()
-    table = [("NAME", "KIND", "PACKAGE", "STATUS")] + [
-        (row.name, row.kind, row.package, "broken" if row.problem else "ok") for row in rows]
-    widths = [max(len(line[i]) for line in table) for i in range(3)]
-    for line in table:
-        print("  ".join([*(cell.ljust(width) for cell, width in zip(line, widths)), line[3]]))
-    broken = [row.problem for row in rows if row.problem]
-    if broken:
-        print("\nbroken (left out; the others list and run as usual):")
-        for problem in broken:
-            print(f"  {problem}")
-    return 0
+    if args:
+        print(json.dumps([asdict(row) for row in rows], indent=1))
+    else:
+        from tabulate import tabulate
+
+        print(tabulate([[r.name, r.kind, r.package, "broken" if r.problem else "ok"]
+                        for r in rows], headers=["name", "kind", "package", "status"]))
+        for row in (r for r in rows if r.problem):
+            print(f"\nbroken: {row.name} ({row.package}): {row.problem}")
+    return 1 if any(row.problem for row in rows) else 0
