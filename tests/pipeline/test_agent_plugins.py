@@ -45,7 +45,8 @@ def broken_and_good(tmp_path, monkeypatch) -> dict[str, str]:
     module = unique("plugtest_good")
     put_on_path(monkeypatch, tmp_path / "site", BROKEN_PACKAGE, {
         "a2rl.agents": {good: module, "broken_import": broken, "no_config": bare,
-                        "no_module": unique("plugtest_missing"), "noop": module},
+                        "no_module": unique("plugtest_missing"), "noop": module,
+                        "opencode": module},
         "a2rl.stacks": {"broken_stack": f"{broken}:Stack", "not_a_stack": f"{module}:THING",
                         "missing_entry": f"{module}:Nowhere", "codex": f"{module}:THING"},
     }, {
@@ -75,6 +76,7 @@ def test_broken_plugins_are_reported_with_their_package_and_the_others_still_lis
         ("agent", "no_config"): "has no conf/agent/no_config.yaml",
         ("agent", "no_module"): "No module named",
         ("agent", "noop"): "already taken by the built-in agent from package 'a2rl'",
+        ("agent", "opencode"): "already taken by the built-in stack from package 'a2rl'",
         ("stack", "broken_stack"): "needs a library that is not installed",
         ("stack", "not_a_stack"): "is not an a2rl.llm.stacks.AgentStack subclass",
         ("stack", "missing_entry"): "has no 'Nowhere'",

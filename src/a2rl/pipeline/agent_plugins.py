@@ -43,8 +43,15 @@ def agent_folder(name: str) -> Path:
 
 
 def check_agent(plugin: Plugin) -> None:
-    """PluginError unless the agent plugin's package imports and holds its config: an agent
-    whose package is broken is not run, whatever its scripts would do."""
+    """PluginError unless the agent plugin's package imports and holds its config, and no
+    built-in stack has its name: an agent whose package is broken is not run, whatever its
+    scripts would do."""
+    stack = plugins("stacks").get(plugin.name)
+    if stack is not None and stack.built_in and not plugin.built_in:
+        # the stacks' agent configs share conf/agent/, built-ins first: agent=<name> would
+        # compose the built-in stack's config and this agent could never run
+        raise PluginError(plugin.describe(f"the name {plugin.name!r} is already taken by the "
+                                          f"built-in stack from package {stack.package!r}"))
     plugin.load()
     config = AGENT_CONF / f"{plugin.name}.yaml"
     if not (plugin.folder() / config).is_file():
