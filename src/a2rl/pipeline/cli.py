@@ -10,8 +10,10 @@
     a2rl doctor [--json] [grid=NAME] [OVERRIDES...]
                                             can this machine run the grid? (a2rl.pipeline.doctor)
     a2rl tasks [--json] [OVERRIDES...]      the installed tasks: level, metric, data status
+    a2rl agents [--json]                    the installed agents and agent stacks, with status
     a2rl new task NAME [--interactive] [--dir DIR]
                                             a task plugin package to fill in (pipeline/scaffold.py)
+    a2rl new agent NAME [--dir DIR]         an agent plugin package to fill in (same)
     a2rl score TASK --replies FILE          score replies without a model (a2rl.grading.score)
     a2rl score TASK ARGS...                 the task's own scorer, e.g. alpacaeval --annotations
     a2rl submit PATH | a2rl status          inside a workspace: talk to this run's grader
@@ -69,9 +71,14 @@ commands:
   tasks [--json] [OVERRIDES...]    the task ids the installed task plugins provide, with
                                    level, metric, data status and package; broken plugins
                                    with their package and problem (exit 1)
+  agents [--json]                  the installed agents and agent stacks (plugins): name,
+                                   kind, package and status; broken plugins with their
+                                   package and problem (exit 1)
   new task NAME [--interactive] [--dir DIR]
                                    write a working task plugin package (a tiny static task,
                                    or an interactive one) to install and fill in
+  new agent NAME [--dir DIR]       write a working agent plugin package (a scripted agent
+                                   that submits the base model) to install and fill in
   score TASK --replies FILE [OVERRIDES...]
                                    score JSONL replies ({{"id"|"item", "reply"}}) as the
                                    grader does, one JSON line each (see a2rl.grading.score)
@@ -351,6 +358,12 @@ def _tasks(args: list[str]) -> int:
     return tasks(args)
 
 
+def _agents(args: list[str]) -> int:
+    from a2rl.pipeline.agent_plugins import main as agents
+
+    return agents(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
@@ -365,6 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         return _run_app(rest)
     handlers = {"stage": _stage, "leaderboard": _leaderboard, "report": _report,
                 "narrate": _narrate, "doctor": _doctor, "score": _score, "tasks": _tasks,
+                "agents": _agents,
                 "new": _new}
     if command not in handlers:
         print(f"a2rl: unknown command {command!r}\n\n{USAGE}", end="", file=sys.stderr)
