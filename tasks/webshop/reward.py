@@ -12,7 +12,8 @@
 - price: the price paid is at most the goal's upper bound;
 - r_type: 1, or 0.5 when neither the search query, nor two levels of the product category,
   nor more than 20 % of the goal title's nouns match; 0.1 when under 10 % of the nouns match;
-  0 when none does.
+  0 when none does. The share is the distinct nouns both titles have over the goal title's
+  nouns counted with their repeats, as in the reference code.
 
 Title nouns are what spaCy's ``en_core_web_sm`` tags NOUN or PROPN, as in the reference code,
 when that model is installed; it is not on PyPI, so offline the nouns are approximated by the
@@ -83,13 +84,25 @@ def title_tagger() -> str:
 
 
 @lru_cache(maxsize=100_000)
-def title_nouns(title: str) -> frozenset[str]:
-    """The lower-cased nouns and proper nouns of a product title (see the module docstring)."""
+def title_nouns(title: str) -> tuple[str, ...]:
+    """The lower-cased nouns and proper nouns of a product title (see the module docstring),
+    in title order with repeats kept: the reference code divides by their count."""
     nlp = _spacy_tagger()
     if nlp is not None:
-        return frozenset(t.text.lower() for t in nlp(title) if t.pos_ in ("NOUN", "PROPN"))
+        return tuple(t.text.lower() for t in nlp(title) if t.pos_ in ("NOUN", "PROPN"))
     words = re.findall(r"[a-z][a-z'-]*", title.lower())
-    return frozenset(w for w in words if w not in _STOP_WORDS and len(w) > 1)
+    return tuple(w for w in words if w not in _STOP_WORDS and len(w) > 1)
+
+
+def title_score(product_name: str, goal_name: str) -> float:
+    """The share of the goal title's nouns that the product title has: distinct shared nouns
+    over the goal's noun count, repeats included (the reference code's set intersection over
+    its noun list, so a goal title that repeats a noun needs more shared nouns); 0.2 when the
+    goal title has no noun."""
+    wanted = title_nouns(goal_name)
+    if not wanted:
+        return 0.2
+    return len(set(title_nouns(product_name)) & set(wanted)) / len(wanted)
 
 
 def _category_levels(path: str) -> set[str]:
@@ -102,15 +115,14 @@ def type_reward(product: dict[str, Any], goal: dict[str, Any]) -> dict[str, Any]
     query_match = product["query"] == goal["query"]
     category_match = len(_category_levels(product["product_category"])
                          & _category_levels(goal["product_category"])) >= 2
-    wanted = title_nouns(goal["name"])
-    title_score = (len(title_nouns(product["name"]) & wanted) / len(wanted)) if wanted else 0.2
-    r_type = 1.0 if (query_match or category_match or title_score > 0.2) else 0.5
-    if title_score < 0.1:
+    score = title_score(product["name"], goal["name"])
+    r_type = 1.0 if (query_match or category_match or score > 0.2) else 0.5
+    if score < 0.1:
         r_type = 0.1
-    if title_score == 0.0:
+    if score == 0.0:
         r_type = 0.0
     return {"r_type": r_type, "query_match": query_match, "category_match": category_match,
-            "title_score": title_score}
+            "title_score": score}
 
 
 def attribute_matches(product: dict[str, Any], goal_attributes: list[str]) -> int:

@@ -119,5 +119,25 @@ def test_dict_goal_options_count_their_values():
 
 def test_title_nouns_skip_closed_class_words():
     nouns = title_nouns("The Sofa for a Living Room, with 3 Seats")
-    assert {"sofa", "living", "room", "seats"} <= nouns
-    assert not {"the", "for", "a", "with", "3"} & nouns
+    assert {"sofa", "living", "room", "seats"} <= set(nouns)
+    assert not {"the", "for", "a", "with", "3"} & set(nouns)
+
+
+def test_a_goal_title_that_repeats_a_noun_counts_every_repeat():
+    """The title score divides the shared nouns (each once) by the goal title's noun list,
+    repeats included: 1 of 5 is not over 0.2, though 1 of the 3 distinct nouns would be."""
+    goal = {**GOAL, "name": "Towel Bath Towel Hand Towel"}
+    mat = product(query="bath mats", name="Bath Mat", product_category="Bath › Mats")
+    assert title_nouns(goal["name"]) == ("towel", "bath", "towel", "hand", "towel")
+    kind = type_reward(mat, goal)
+    assert kind["title_score"] == pytest.approx(1 / 5) and kind["r_type"] == 0.5
+    # the same shared noun in a product title twice still counts once
+    assert type_reward(product(name="Bath Bath Mat", query="x", product_category="x"),
+                       goal)["title_score"] == pytest.approx(1 / 5)
+
+
+def test_a_repeated_noun_can_push_the_title_score_under_a_tenth():
+    goal = {**GOAL, "name": "Sofa Sofa Sofa Linen Couch Bench Frame Cushion Pillow Leg Arm"}
+    other = product(query="x", name="Linen Curtain", product_category="x")
+    kind = type_reward(other, goal)  # 1 of 11 nouns (1 of 9 distinct would be over 0.1)
+    assert kind["title_score"] == pytest.approx(1 / 11) and kind["r_type"] == 0.1
