@@ -8,7 +8,9 @@
   (``thefuzz.fuzz.token_set_ratio`` > 85), or else when it appears in the product's title,
   features (bullet points) or description;
 - options: each goal option matches when one of the chosen option values fuzzy-matches it
-  (> 85) after both are reduced to their first known colour name (``normalize_color``);
+  (> 85) after both are reduced to their first known colour name (``normalize_color``); a
+  synthetic goal's options (a dict) are its (name, value) pairs, as the reference code passes
+  them (``wanted_options``);
 - price: the price paid is at most the goal's upper bound;
 - r_type: 1, or 0.5 when neither the search query, nor two levels of the product category,
   nor more than 20 % of the goal title's nouns match; 0.1 when under 10 % of the nouns match;
@@ -136,14 +138,32 @@ def attribute_matches(product: dict[str, Any], goal_attributes: list[str]) -> in
         for wanted in goal_attributes)
 
 
-def option_matches(chosen: list[str], goal_options: list[str]) -> int:
-    """How many goal options one of the chosen option values matches (colours normalized)."""
+def _pair_option(name: str, value: str) -> str:
+    """A synthetic goal's option as the reference code compares it: it passes the (name,
+    value) pair itself, so its colour normalisation asks whether a colour name *is* the name
+    or the value (tuple membership, not a substring), and thefuzz reads the pair's text, the
+    name's words together with the value's."""
+    return next((c for c in COLOURS if c in (name, value)), str((name, value)))
+
+
+def wanted_options(goal_options: list[str] | dict[str, str]) -> list[str]:
+    """A goal's options as the reward matches them: a list's values (human goals) reduced to
+    their first colour name; a dict's (name, value) pairs (synthetic goals, ``_pair_option``)."""
+    if isinstance(goal_options, dict):
+        return [_pair_option(name, value) for name, value in goal_options.items()]
+    return [normalize_color(value) for value in goal_options]
+
+
+def option_matches(chosen: list[str], goal_options: list[str] | dict[str, str]) -> int:
+    """How many goal options one of the chosen option values matches (``wanted_options``;
+    the chosen values reduced to their first colour name)."""
     chosen = [normalize_color(o) for o in chosen]
-    return sum(any(fuzzy_match(c, normalize_color(g)) for c in chosen) for g in goal_options)
+    return sum(any(fuzzy_match(c, wanted) for c in chosen)
+               for wanted in wanted_options(goal_options))
 
 
 def goal_option_values(goal: dict[str, Any]) -> list[str]:
-    """A goal's options as a list of values (human goals store a list; a dict of
+    """A goal's option values, the ones to pick (human goals store a list; a dict of
     name -> value, the synthetic goals' form, gives its values)."""
     options = goal.get("goal_options") or []
     return list(options.values()) if isinstance(options, dict) else list(options)
@@ -153,7 +173,7 @@ def purchase_reward(product: dict[str, Any], goal: dict[str, Any], price: float,
                     options: dict[str, str]) -> tuple[float, dict[str, Any]]:
     """The reward of buying ``product`` at ``price`` with ``options`` (option name -> chosen
     value) for ``goal``, and its parts."""
-    goal_options = goal_option_values(goal)
+    goal_options = goal.get("goal_options") or []
     attributes = list(goal["attributes"])
     kind = type_reward(product, goal)
     n_att = attribute_matches(product, attributes)

@@ -111,10 +111,24 @@ def test_options_are_fuzzy_and_colours_normalized():
     assert option_matches(["goal 1"], []) == 0
 
 
-def test_dict_goal_options_count_their_values():
+def test_dict_goal_options_count_each_name_value_pair():
     goal = {**GOAL, "goal_options": {"color": "grey", "size": "large"}}
     reward = purchase_reward(product(), goal, 10.0, {"color": "grey", "size": "large"})[0]
     assert reward == 1.0
+
+
+def test_dict_goal_options_are_matched_as_name_value_pairs():
+    """A synthetic goal's options (a dict) are matched as the reference code passes them, as
+    (name, value) pairs: the name's words join the value's in the fuzzy match, and a pair is
+    reduced to a colour only when its name or value is exactly one."""
+    assert option_matches(["12 pack"], ["12"]) == 1  # the value alone: a token subset
+    assert option_matches(["12 pack"], {"size": "12"}) == 0  # "size 12" against "12 pack"
+    assert option_matches(["navy blue"], {"color": "navy blue"}) == 1  # "blue" in its words
+    assert option_matches(["seashell"], ["seashell"]) == 1  # both reduced to "ash"
+    assert option_matches(["seashell"], {"color": "seashell"}) == 0  # "ash" against "seashell"
+    goal = {**GOAL, "goal_options": {"size": "12"}}
+    reward = purchase_reward(product(), goal, 10.0, {"size": "12 pack"})[0]
+    assert reward == pytest.approx(3 / 4)  # (2 + 0 + 1) / (2 + 1 + 1)
 
 
 def test_title_nouns_skip_closed_class_words():
