@@ -49,7 +49,9 @@ Answer type: "{answer_type}".
 - Single Answer: the response is correct if it gives the expected answer; the wording may \
 differ.
 - Set Answer: check, for every item of the expected answer, whether the response includes it \
-(order does not matter). Then list the items the response gives that are not expected.
+(order does not matter).
+Whatever the answer type, then list every answer the response gives that is not expected: a \
+Single Answer response that hedges ("X or Y") lists the one that is not expected.
 
 Return only a JSON object with these keys:
 - "explanation": a short justification that points at the response and the expected answer;

@@ -351,6 +351,19 @@ def test_verdict_parsing_accepts_the_protocols_shapes_only():
             parse_verdict(bad)
 
 
+def test_the_prompt_asks_for_excessive_answers_whatever_the_answer_type():
+    """The official prompt lists excessive answers for every question, so a single answer
+    hedged with another ("X or Y") cannot be fully correct; the rule is not the set answers'
+    alone."""
+    from a2rl_tasks.deepsearchqa.judge import judge_request
+
+    prompt = judge_request(ROWS[0], "Tarsk or Velmora", 100)["messages"][0]["content"]
+    rules = prompt.split("Return only")[0]
+    set_rule = next(line for line in rules.splitlines() if line.startswith("- Set Answer"))
+    assert "not expected" not in set_rule
+    assert "Whatever the answer type" in rules and '("X or Y")' in rules
+
+
 # ---- a whole evaluation of the real-question task ------------------------------------------------
 
 class ScriptedGenerator:
