@@ -39,7 +39,7 @@ from a2rl.task.base import GradingUnavailable, RecordingProxy
 from a2rl.task.chat import complete
 
 from .params import JudgeParams
-from .scoring import Grade, split_items
+from .scoring import Grade, is_blank
 from .web import RequestCache
 
 TEMPLATE = """You grade answers to research questions. Decide whether the AI response below \
@@ -205,7 +205,7 @@ class DeepSearchJudge:
         grades: dict[int, Grade] = {}
         todo = []
         for i, (row, response) in enumerate(zip(rows, responses, strict=True)):
-            if not split_items(response):
+            if is_blank(response):
                 grades[i] = empty_grade(row)
                 continue
             cached = self.cache.get(self.key(row, response))

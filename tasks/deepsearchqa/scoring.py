@@ -76,6 +76,12 @@ def normalise(text: str) -> str:
     return " ".join(words)
 
 
+def is_blank(response: str) -> bool:
+    """No answer at all (whitespace only): never correct, never sent to a judge. Decided on
+    the raw text, before ``normalise`` drops articles: "A" can be the expected answer."""
+    return not (response or "").strip()
+
+
 def split_items(answer: str) -> list[str]:
     """The items of a listed answer ("A, B and C" -> A, B, C), normalised, empties dropped."""
     return [n for n in (normalise(part) for part in _SPLIT.split(answer or "")) if n]

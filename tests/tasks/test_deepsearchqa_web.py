@@ -351,6 +351,18 @@ def test_verdict_parsing_accepts_the_protocols_shapes_only():
             parse_verdict(bad)
 
 
+def test_a_lone_article_is_an_answer_and_is_judged(fake_judge, tmp_path):
+    from a2rl_tasks.deepsearchqa.scoring import is_blank
+
+    assert is_blank("") and is_blank(" \n\t") and not is_blank("A") and not is_blank("The")
+    row = {"question": "Which blood group?", "answer": "A", "answer_type": "Single Answer"}
+    judge = make_judge(fake_judge, tmp_path, concurrency=1)
+    grades, usage = judge.grade([row, row], ["A", "  "])
+    judge.close()
+    assert fake_judge.calls == 1 and usage["calls"] == 1  # the blank one is never sent
+    assert [g.outcome for g in grades] == ["fully_correct", "fully_incorrect"]
+
+
 def test_the_prompt_asks_for_excessive_answers_whatever_the_answer_type():
     """The official prompt lists excessive answers for every question, so a single answer
     hedged with another ("X or Y") cannot be fully correct; the rule is not the set answers'
