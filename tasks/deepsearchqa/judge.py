@@ -92,25 +92,35 @@ def judge_request(row: dict[str, Any], response: str, max_tokens: int) -> dict[s
             "max_tokens": max_tokens}
 
 
+def _verdict_fields(verdict: Any) -> tuple[Any, Any]:
+    """(correctness details, excessive answers) of a verdict in either shape: this prompt's
+    flat ``correctness_details`` / ``excessive_answers``, or the official starter notebook's
+    ``{"Answer Correctness": {"Correctness Details": ..., "Excessive Answers": ...}}``."""
+    if not isinstance(verdict, dict):
+        raise ValueError("the verdict is not a JSON object")
+    nested = verdict.get("Answer Correctness")
+    if isinstance(nested, dict):
+        return nested.get("Correctness Details"), nested.get("Excessive Answers", [])
+    return verdict.get("correctness_details"), verdict.get("excessive_answers", [])
+
+
 def parse_verdict(text: str) -> Grade:
     """The judge's JSON as a Grade; ValueError when it is not the protocol's shape (the
-    request is then retried). ``correctness_details`` may be an object or a list of
+    request is then retried). Correctness details may be an object or a list of
     ``{"key", "value"}`` pairs (structured-output judges answer so)."""
     body = _FENCE.sub("", text.strip())
     start, end = body.find("{"), body.rfind("}")
     if start < 0 or end < start:
         raise ValueError("no JSON object in the answer")
-    verdict = json.loads(body[start:end + 1])
-    details = verdict.get("correctness_details")
+    details, excessive = _verdict_fields(json.loads(body[start:end + 1]))
     if isinstance(details, list):
         details = {str(d["key"]): d["value"] for d in details}
     if not isinstance(details, dict) or not details:
-        raise ValueError("correctness_details is missing or empty")
+        raise ValueError("correctness details are missing or empty")
     if not all(isinstance(v, bool) for v in details.values()):
-        raise ValueError("correctness_details values must be true or false")
-    excessive = verdict.get("excessive_answers", [])
+        raise ValueError("correctness details values must be true or false")
     if not isinstance(excessive, list):
-        raise ValueError("excessive_answers must be a list")
+        raise ValueError("excessive answers must be a list")
     return Grade(found=dict(details), excessive=[str(x) for x in excessive if str(x).strip()])
 
 

@@ -344,11 +344,24 @@ def test_verdict_parsing_accepts_the_protocols_shapes_only():
     listed = parse_verdict('{"explanation": "", "correctness_details": [{"key": "A", '
                            '"value": true}], "excessive_answers": ["B"]}')
     assert listed.found == {"A": True} and listed.excessive == ["B"]
-    for bad in ("no json here", '{"correctness_details": {}}',
+    for bad in ("no json here", '{"correctness_details": {}}', "[1, 2]",
                 '{"correctness_details": {"A": "yes"}, "excessive_answers": []}',
-                '{"correctness_details": {"A": true}, "excessive_answers": "B"}'):
+                '{"correctness_details": {"A": true}, "excessive_answers": "B"}',
+                '{"Answer Correctness": {"Correctness Details": {"A": 1}}}'):
         with pytest.raises(ValueError):
             parse_verdict(bad)
+
+
+def test_the_starter_notebooks_nested_verdict_is_read():
+    """The official starter notebook asks for {"Answer Correctness": {"Explanation",
+    "Correctness Details", "Excessive Answers"}}; a judge answering so is not retried."""
+    from a2rl_tasks.deepsearchqa.judge import parse_verdict
+
+    grade = parse_verdict('```json\n{"Answer Correctness": {"Explanation": "Italy is extra.", '
+                          '"Correctness Details": {"Belgium": true, "France": true}, '
+                          '"Excessive Answers": ["Italy"]}}\n```')
+    assert grade.found == {"Belgium": True, "France": True} and grade.excessive == ["Italy"]
+    assert grade.outcome == "correct_with_extraneous"
 
 
 def test_a_lone_article_is_an_answer_and_is_judged(fake_judge, tmp_path):
