@@ -107,7 +107,8 @@ def _verdict_fields(verdict: Any) -> tuple[Any, Any]:
 def parse_verdict(text: str) -> Grade:
     """The judge's JSON as a Grade; ValueError when it is not the protocol's shape (the
     request is then retried). Correctness details may be an object or a list of
-    ``{"key", "value"}`` pairs (structured-output judges answer so)."""
+    ``{"key", "value"}`` pairs (structured-output judges answer so). Every listed excessive
+    answer counts, blank ones too, as the official metric counts the list."""
     body = _FENCE.sub("", text.strip())
     start, end = body.find("{"), body.rfind("}")
     if start < 0 or end < start:
@@ -121,7 +122,7 @@ def parse_verdict(text: str) -> Grade:
         raise ValueError("correctness details values must be true or false")
     if not isinstance(excessive, list):
         raise ValueError("excessive answers must be a list")
-    return Grade(found=dict(details), excessive=[str(x) for x in excessive if str(x).strip()])
+    return Grade(found=dict(details), excessive=[str(x) for x in excessive])
 
 
 def empty_grade(row: dict[str, Any]) -> Grade:

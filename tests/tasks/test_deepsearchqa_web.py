@@ -364,6 +364,14 @@ def test_the_starter_notebooks_nested_verdict_is_read():
     assert grade.outcome == "correct_with_extraneous"
 
 
+def test_every_listed_excessive_answer_counts_blank_ones_too():
+    from a2rl_tasks.deepsearchqa.judge import parse_verdict
+
+    grade = parse_verdict('{"correctness_details": {"A": true}, "excessive_answers": ["", " "]}')
+    assert grade.excessive == ["", " "] and grade.outcome == "correct_with_extraneous"
+    assert grade.precision == pytest.approx(1 / 3)
+
+
 def test_a_lone_article_is_an_answer_and_is_judged(fake_judge, tmp_path):
     from a2rl_tasks.deepsearchqa.scoring import is_blank
 
