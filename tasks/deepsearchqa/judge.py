@@ -107,8 +107,9 @@ def _verdict_fields(verdict: Any) -> tuple[Any, Any]:
 def parse_verdict(text: str) -> Grade:
     """The judge's JSON as a Grade; ValueError when it is not the protocol's shape (the
     request is then retried). Correctness details may be an object or a list of
-    ``{"key", "value"}`` pairs (structured-output judges answer so). Every listed excessive
-    answer counts, blank ones too, as the official metric counts the list."""
+    ``{"key", "value"}`` pairs (structured-output judges answer so). An empty object is a
+    verdict that checked no expected item: nothing found (``scoring.Grade``). Every listed
+    excessive answer counts, blank ones too, as the official metric counts the list."""
     body = _FENCE.sub("", text.strip())
     start, end = body.find("{"), body.rfind("}")
     if start < 0 or end < start:
@@ -116,8 +117,8 @@ def parse_verdict(text: str) -> Grade:
     details, excessive = _verdict_fields(json.loads(body[start:end + 1]))
     if isinstance(details, list):
         details = {str(d["key"]): d["value"] for d in details}
-    if not isinstance(details, dict) or not details:
-        raise ValueError("correctness details are missing or empty")
+    if not isinstance(details, dict):
+        raise ValueError("correctness details are missing")
     if not all(isinstance(v, bool) for v in details.values()):
         raise ValueError("correctness details values must be true or false")
     if not isinstance(excessive, list):
