@@ -18,10 +18,12 @@
   nouns counted with their repeats, as in the reference code.
 
 Title nouns are what spaCy's ``en_core_web_sm`` tags NOUN or PROPN, as in the reference code,
-when that model is installed; it is not on PyPI, so offline the nouns are approximated by the
-title's content words (alphabetic words that are no English stop word). ``TITLE_TAGGER`` says
-which is in use. Only the standard library, ``thefuzz`` and (optionally) spaCy are needed: this
-file is copied into the agent's data folder with the environment.
+when that model is installed; the set-up does not install it (Explosion does not publish it on
+PyPI), so by default the nouns are approximated by the title's content words (alphabetic words
+that are no English stop word), which keeps adjectives, verbs and some prepositions and splits
+words differently. ``title_tagger`` says which is in use and ``title_tagger_deviation`` what
+the results must say about it. Only the standard library, ``thefuzz`` and (optionally) spaCy
+are needed: this file is copied into the agent's data folder with the environment.
 """
 
 from __future__ import annotations
@@ -85,15 +87,30 @@ def title_tagger() -> str:
     return "spacy:en_core_web_sm" if _spacy_tagger() is not None else "content-words"
 
 
+def title_tagger_deviation() -> str | None:
+    """How the title nouns in use depart from the reference code's, for every result and
+    manifest to say (None with spaCy's model); docs/tasks.md gives the measured size."""
+    if _spacy_tagger() is not None:
+        return None
+    return ("title nouns are content words (no stop word), not spaCy en_core_web_sm's NOUN/"
+            "PROPN tags: r_type can differ for a product of another type than the goal's")
+
+
+def content_words(title: str) -> tuple[str, ...]:
+    """The offline stand-in for a title's nouns: its lower-cased alphabetic words that are no
+    English stop word, in order, repeats kept."""
+    words = re.findall(r"[a-z][a-z'-]*", title.lower())
+    return tuple(w for w in words if w not in _STOP_WORDS and len(w) > 1)
+
+
 @lru_cache(maxsize=100_000)
 def title_nouns(title: str) -> tuple[str, ...]:
     """The lower-cased nouns and proper nouns of a product title (see the module docstring),
     in title order with repeats kept: the reference code divides by their count."""
     nlp = _spacy_tagger()
-    if nlp is not None:
-        return tuple(t.text.lower() for t in nlp(title) if t.pos_ in ("NOUN", "PROPN"))
-    words = re.findall(r"[a-z][a-z'-]*", title.lower())
-    return tuple(w for w in words if w not in _STOP_WORDS and len(w) > 1)
+    if nlp is None:
+        return content_words(title)
+    return tuple(t.text.lower() for t in nlp(title) if t.pos_ in ("NOUN", "PROPN"))
 
 
 def title_score(product_name: str, goal_name: str) -> float:
