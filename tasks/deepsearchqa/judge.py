@@ -3,10 +3,12 @@
 The judge (an LLM; the paper's autorater is Gemini 2.5 Flash) gets the question, its answer
 type, the expected answer and the model's response. It returns JSON with ``explanation``,
 ``correctness_details`` (one key per expected item, true when the response contains it) and
-``excessive_answers`` (items the response gives that were not expected). ``scoring.Grade``
-turns that into the fully-correct verdict, precision, recall, F1 and the outcome bucket, as the
-reference code does. The prompt (``TEMPLATE``) restates the protocol of the DeepSearchQA starter
-code in this project's words; the output format is the same.
+``excessive_answers`` (items the response gives that were not expected, whatever the answer
+type); the starter notebook's nested shape (``"Answer Correctness"``) is read too.
+``scoring.Grade`` turns that into the fully-correct verdict, precision, recall, F1 and the
+outcome bucket, as the reference code does, except that a verdict checking no expected item
+finds nothing (see ``parse_verdict``). The prompt (``TEMPLATE``) restates the protocol of the
+DeepSearchQA starter code in this project's words; the output format is the same.
 
 The judge is a conf/driver/ provider reached through a recording proxy of its own, lent by the
 harness (``a2rl.task.base.Harness.recording_proxy``): the proxy holds the key, prices and logs
