@@ -93,7 +93,8 @@ def title_tagger_deviation() -> str | None:
     if _spacy_tagger() is not None:
         return None
     return ("title nouns are content words (no stop word), not spaCy en_core_web_sm's NOUN/"
-            "PROPN tags: r_type can differ for a product of another type than the goal's")
+            "PROPN tags: r_type can differ (where measured, only for products of another type "
+            "than the goal's)")
 
 
 def content_words(title: str) -> tuple[str, ...]:
