@@ -46,7 +46,7 @@ except ImportError:  # inside an agent's sandbox: the copy next to this package
 from thefuzz import fuzz
 
 from .products import instruction_without_price
-from .reward import FUZZY_MATCH, normalize_color, purchase_reward
+from .reward import FUZZY_MATCH, goal_option_values, normalize_color, purchase_reward
 from .search import SearchIndex
 
 RESULTS_PER_PAGE = 10  # WebShop's PRODUCT_WINDOW
@@ -312,13 +312,9 @@ class WebShopEnv(TextEnv):
             return f"click[{PREV}]"
         if self.page == "item":
             options = self._product()["options"]
-            for wanted in self._goal_options():
+            for wanted in goal_option_values(self.goal):
                 match = best_option(options, wanted)
                 if match and self.options.get(match[0]) != match[1]:
                     return f"click[{match[1]}]"
             return f"click[{BUY}]"
         return None
-
-    def _goal_options(self) -> list[str]:
-        options = self.goal.get("goal_options") or []
-        return list(options.values()) if isinstance(options, dict) else list(options)

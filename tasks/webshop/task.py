@@ -38,7 +38,7 @@ from . import products as products_module
 from .catalog import CatalogMaker
 from .env import BACK, BUY, CATALOG, INDEX, PROMPT, SETTINGS, WebShopEnv
 from .params import WebShopParams
-from .reward import title_tagger
+from .reward import title_tagger, title_tagger_deviation
 from .search import SearchIndex
 
 WEBSHOP_TEST_SPLIT, WEBSHOP_TRAIN_START = 500, 1500  # WebShop's goal index split
@@ -88,15 +88,22 @@ class DetourExpert:
         return out
 
 
+def tagger_record() -> dict[str, str | None]:
+    """The title-noun finder the reward used and how it departs from the reference code's:
+    in every result and manifest, so a score from the stand-in is never read as WebShop's."""
+    return {"title_tagger": title_tagger(), "title_tagger_deviation": title_tagger_deviation()}
+
+
 def breakdown(rows: list[dict[str, Any]], rewards: list[float],
-              steps: list[int]) -> dict[str, float]:
-    """Both success rates, the mean reward, and the mean reward by category."""
+              steps: list[int]) -> dict[str, Any]:
+    """Both success rates, the mean reward, the mean reward by category, and the title-noun
+    finder in use (``tagger_record``)."""
     n = max(1, len(rewards))
     out = {"success_pct": 100.0 * sum(r >= 1.0 - 1e-9 for r in rewards) / n,
            "success_ge_half_pct": 100.0 * sum(r >= 0.5 for r in rewards) / n,
            "mean_reward": sum(rewards) / n, "mean_steps": sum(steps) / max(1, len(steps))}
     categories = [row.get("category", "unknown") for row in rows]
-    return out | score_by_group(categories, rewards, "score")
+    return out | score_by_group(categories, rewards, "score") | tagger_record()
 
 
 class WebShopTask(Task):
@@ -228,7 +235,7 @@ class WebShopTask(Task):
                       "trajectories": len(demos["trajectories"])},
             "test_categories": {c: categories.count(c) for c in sorted(set(categories))},
             "expert_train": demos["expert"], "expert_test": expert_test,
-            "random_baseline": random_baseline, "title_tagger": title_tagger(),
+            "random_baseline": random_baseline, **tagger_record(),
             "seconds": {"catalog": round(loaded_s, 1), "index": round(index_s, 2),
                         "total": round(time.monotonic() - started, 1)},
             "params": p.to_dict(),

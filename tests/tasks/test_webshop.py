@@ -108,6 +108,25 @@ def test_prepare_seals_test_goals_and_splits_targets(prepared):
     assert facts["random_baseline"]["score"] < 50 and facts["random_baseline"]["success_pct"] < 30
 
 
+def test_results_and_manifests_say_which_title_nouns_the_reward_used(prepared, monkeypatch):
+    """The offline stand-in for spaCy's noun tags is a departure from WebShop's reward: the
+    manifest (prepared.json) and every evaluation's breakdown name it."""
+    from a2rl_tasks.webshop import reward
+    from a2rl_tasks.webshop.task import breakdown
+
+    _, _, facts = prepared
+    result = breakdown([{"category": "beauty"}], [1.0], [3])
+    for record in (facts, result):
+        assert record["title_tagger"] == reward.title_tagger()
+        assert record["title_tagger_deviation"] == reward.title_tagger_deviation()
+    monkeypatch.setattr(reward, "_spacy_tagger", lambda: None)
+    stand_in = breakdown([{"category": "beauty"}], [1.0], [3])
+    assert stand_in["title_tagger"] == "content-words"
+    assert "not spaCy en_core_web_sm" in stand_in["title_tagger_deviation"]
+    monkeypatch.setattr(reward, "_spacy_tagger", lambda: object())
+    assert breakdown([{"category": "beauty"}], [1.0], [3])["title_tagger_deviation"] is None
+
+
 def test_demonstrations_are_in_the_grader_prompt_format(prepared):
     task, out, facts = prepared
     pairs = list(iter_jsonl(out.data / "train.jsonl"))
@@ -275,7 +294,8 @@ def test_evaluate_plays_sealed_goals_with_a_model(prepared, tiny_model):
     inference = InferenceConfig(backend="hf", batch_size=8, max_new_tokens=6, torch_threads=1)
     result = task.evaluate(tiny_model, out.test, inference)
     assert result.n == 8 and all(0.0 <= r <= 1.0 for r in result.per_item)
-    for key in ("success_pct", "success_ge_half_pct", "mean_reward", "bought_pct"):
+    for key in ("success_pct", "success_ge_half_pct", "mean_reward", "bought_pct",
+                "title_tagger", "title_tagger_deviation"):
         assert key in result.breakdown
     assert all(1 <= r["steps"] <= 10 for r in result.records)
     again = task.evaluate(tiny_model, out.test, inference)  # greedy: deterministic
