@@ -36,15 +36,34 @@ def test_the_document_is_the_checkouts_and_every_built_in_task_has_a_row():
     assert table["gsm8k_arith"] == "gsm8k" and table["household"] == "alfworld"
 
 
-def test_the_documents_own_links_and_anchors_resolve():
-    for target in LINK.findall(DOC.read_text()):
+def assert_links_resolve(doc: Path) -> None:
+    for target in LINK.findall(doc.read_text()):
         if target.startswith(("http://", "https://")):
             continue
         path, _, anchor = target.partition("#")
-        file = (DOC.parent / unquote(path)).resolve() if path else DOC
-        assert file.is_file(), f"docs/deviations.md links to a missing {target}"
+        file = (doc.parent / unquote(path)).resolve() if path else doc
+        assert file.is_file(), f"{doc} links to a missing {target}"
         if anchor and file.suffix == ".md":
-            assert anchor in headings(file), f"docs/deviations.md: no heading for {target}"
+            assert anchor in headings(file), f"{doc}: no heading for {target}"
+
+
+def test_the_documents_own_links_and_anchors_resolve():
+    assert_links_resolve(DOC)
+
+
+def test_each_task_package_readme_links_its_rows():
+    """tasks/<package>/README.md (shipped with the package) points at the row of each of its
+    task ids, and its links resolve."""
+    table = anchors()
+    packages: dict[str, set[str]] = {}
+    for conf in (REPO / "tasks").glob("*/conf/task/*.yaml"):
+        packages.setdefault(conf.parents[2].name, set()).add(yaml.safe_load(conf.read_text())["id"])
+    for package, ids in packages.items():
+        readme = REPO / "tasks" / package / "README.md"
+        assert readme.is_file(), f"tasks/{package} has no README.md"
+        for anchor in {table[i] for i in ids}:
+            assert f"../../docs/deviations.md#{anchor}" in readme.read_text(), (package, anchor)
+        assert_links_resolve(readme)
 
 
 def test_github_slugs():
