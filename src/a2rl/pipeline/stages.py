@@ -211,7 +211,7 @@ def selected_from(ledger, best) -> int:
     valid ones with test feedback, 1 when it was selected on validation (no curse on test)."""
     if best.split != "test":
         return 1
-    return len({e.artifact_hash for e in ledger.valid() if e.split == "test"})
+    return len({e.artifact_hash for e in ledger.valid if e.split == "test"})
 
 
 def _twin_check(cfg: RunConfig, run: RunPaths, artifact_hash: str,
