@@ -1,7 +1,8 @@
 """How far WebShop's offline title-noun stand-in is from the reference code's spaCy tagging.
 
-    python scripts/webshop_tagger_gap.py                      # the default webshop task
-    python scripts/webshop_tagger_gap.py --seeds 5 --out gap.json task.params.test_goals=200
+    python experiments/webshop_tagger_gap/measure.py              # the default webshop task
+    python experiments/webshop_tagger_gap/measure.py --seeds 5 --out gap.json \
+        task.params.test_goals=200
 
 The reward's product-type factor ``r_type`` compares the nouns of the bought product's title
 with the goal's (``tasks/webshop/reward.py``). The reference code takes what spaCy's
