@@ -1,7 +1,8 @@
 """DeepSearchQA (L3, search and judge): the model answers multi-step questions by acting in a
 search environment (``search_env.SearchEnv``: search[...], open[n], next page, answer[...]) for
 at most ``max_steps`` actions; the item scores 1 when its answer is fully correct (every
-expected item, nothing else), the reference code's binary accuracy. The breakdown holds F1,
+expected item, nothing else: DeepSearchQA's headline, stricter than the paper's reference code,
+docs/deviations.md). The breakdown holds F1,
 precision, recall and the four outcome buckets (``scoring.py``).
 
 Two sources:
