@@ -222,6 +222,19 @@ def test_titles_click_too_and_options_replace_within_a_group(prepared):
     assert env.page_text().startswith(f"You have clicked {values[-1]}.")
 
 
+def test_a_goals_file_written_again_is_loaded_again(prepared, tmp_path):
+    """The shop cache follows the goals file: a folder rewritten in the same process (a twin
+    split drawn anew) serves its new goals, not the ones first loaded."""
+    _, out, _ = prepared
+    shop = shutil.copytree(out.sealed / "games", tmp_path / "games")
+    goal = next(iter_jsonl(shop / "goals.jsonl"))
+    game = f"{shop / 'goals.jsonl'}#{goal['id']}"
+    assert WebShopEnv().reset(game).goal == goal["instruction_text"]
+    (shop / "goals.jsonl").write_text(json.dumps({**goal, "instruction_text": "i need a hat"})
+                                      + "\n")
+    assert WebShopEnv().reset(game).goal == "i need a hat"
+
+
 def test_step_limit_ends_with_reward_zero(prepared):
     _, out, _ = prepared
     games = [f"{out.sealed / 'games' / 'goals.jsonl'}#{r['id']}" for r in iter_jsonl(out.test)]
