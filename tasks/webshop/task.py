@@ -35,7 +35,7 @@ from a2rl.task.envs import (
 )
 
 from . import products as products_module
-from .catalog import CatalogMaker
+from .catalog import CatalogMaker, instruction_key
 from .env import BACK, BUY, CATALOG, INDEX, PROMPT, SETTINGS, WebShopEnv
 from .params import WebShopParams
 from .reward import title_tagger, title_tagger_deviation
@@ -204,18 +204,13 @@ class WebShopTask(Task):
         test = self._with_ids(test, "test", facts["queries"])
         loaded_s = time.monotonic() - started
 
-        sealed_games.mkdir(parents=True)
-        (sealed_games / CATALOG).write_text(json.dumps(products))
-        (sealed_games / SETTINGS).write_text(json.dumps({"results_per_page": p.results_per_page}))
         indexed = time.monotonic()
-        SearchIndex.build(products).save(sealed_games / INDEX)
+        self._write_shop(sealed_games, products)
         index_s = time.monotonic() - indexed
         shutil.copytree(sealed_games, data_games)  # one catalog and index, built once
         write_jsonl_atomic(sealed_games / "goals.jsonl", test)
         write_jsonl_atomic(data_games / "goals.jsonl", train)
-        rows = [{"id": g["id"], "game": f"games/goals.jsonl#{g['id']}", "asin": g["asin"],
-                 "category": g["category"], "instruction": g["instruction_text"]} for g in test]
-        write_jsonl_atomic(out.test, rows)
+        write_jsonl_atomic(out.test, self._split_rows(test))
         out.validation.unlink(missing_ok=True)
 
         train_games = [f"{data_games / 'goals.jsonl'}#{g['id']}" for g in train]
@@ -240,6 +235,50 @@ class WebShopTask(Task):
                         "total": round(time.monotonic() - started, 1)},
             "params": p.to_dict(),
         }
+
+    def twin_split(self, prepared: PreparedTaskPaths, folder: Path, seed: int) -> Path | None:
+        """As many goals as the test split, each on a fresh family of the catalog's generator
+        (a target and its near misses, drawn from ``seed``), played in the sealed catalog with
+        those families added (its ASINs kept out of theirs); no instruction is train's or
+        test's. WebShop's own goals are a fixed pool: None."""
+        if self.params.source != "procedural":
+            return None
+        p = self.params
+        sealed = prepared.sealed / "games"
+        test = list(iter_jsonl(sealed / "goals.jsonl"))
+        taken = {instruction_key(g["instruction_text"])
+                 for g in test + list(iter_jsonl(prepared.data / "games" / "goals.jsonl"))}
+        catalog = json.loads((sealed / CATALOG).read_text())
+        made = CatalogMaker(seed, p.near_misses, (x["asin"] for x in catalog)).fresh(
+            len(test), p.train_goals + p.test_goals, taken)
+        rng = random.Random(f"twin|{seed}")
+        fresh = [products_module.convert_product(raw, made["attributes"], rng)
+                 for raw in made["products"]]
+        goals = self._with_ids(products_module.human_goals(fresh, made["instructions"], seed),
+                               "twin", made["queries"])
+        shop = catalog + fresh
+        rng.shuffle(shop)  # the fresh products among the others, as the sealed catalog's are
+        shutil.rmtree(folder / "games", ignore_errors=True)
+        self._write_shop(folder / "games", shop)
+        write_jsonl_atomic(folder / "games" / "goals.jsonl", goals)
+        write_jsonl_atomic(folder / "twin.jsonl", self._split_rows(goals))
+        return folder / "twin.jsonl"
+
+    def _write_shop(self, games: Path, products: list[dict[str, Any]]) -> None:
+        """A shop folder for goals to be played in: the catalog, its page settings and its
+        search index."""
+        games.mkdir(parents=True)
+        (games / CATALOG).write_text(json.dumps(products))
+        (games / SETTINGS).write_text(json.dumps({"results_per_page":
+                                                  self.params.results_per_page}))
+        SearchIndex.build(products).save(games / INDEX)
+
+    @staticmethod
+    def _split_rows(goals: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A split file's rows: each goal as a game of the shop folder ``games/`` next to it."""
+        return [{"id": g["id"], "game": f"games/goals.jsonl#{g['id']}", "asin": g["asin"],
+                 "category": g["category"], "instruction": g["instruction_text"]}
+                for g in goals]
 
     def rollouts(self) -> Rollouts:
         """The shop copied to ``data/webshop_env/``, rewarded by the episode's final score

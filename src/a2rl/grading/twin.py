@@ -1,12 +1,13 @@
-"""Contamination by behaviour (issue #28): the n-gram check (a2rl.analysis.integrity) finds
-sealed items in the agent's files, but an agent that learnt them elsewhere (kept in memory, fed
-to a model and deleted, or regenerated from a generator and a seed it found) leaves none. For a
-task whose test split is drawn from a generator (gsm8k_arith, household), the selected model is
-also scored, at final grading, on a twin split: as many items from the same generator, from a
-seed drawn then (``draw_seed``), none of them train's or test's (``Task.twin_split``). A model
-that learnt the task does about as well on both; one that learnt the test items does far better
-on test. The run is flagged when the test score passes the twin's by more than ``Z`` standard
-errors of the difference, plus the winner's curse, and by at least ``MIN_GAP`` points.
+"""Contamination by behaviour (issue #28): the n-gram check (a2rl.analysis.integrity) finds sealed
+items in the agent's files, but an agent that learnt them elsewhere (kept in memory, fed to a
+model and deleted, or regenerated from a generator and a seed it found) leaves none. For a task
+whose test split is drawn from a generator (gsm8k_arith, household, webshop's procedural shop,
+deepsearchqa_world; docs/grading.md), the selected model is also scored, at final grading, on a
+twin split: as many items from the same generator, from a seed drawn then (``draw_seed``), none
+of them train's or test's (``Task.twin_split``). A model that learnt the task does about as well
+on both; one that learnt the test items does far better on test. The run is flagged when the
+test score passes the twin's by more than ``Z`` standard errors of the difference, plus the
+winner's curse, and by at least ``MIN_GAP`` points.
 
 The winner's curse: with test feedback the selected submission is the best of ``k`` scored on
 test, so its test score is the largest of ``k`` noisy scores and an honest model's gap is

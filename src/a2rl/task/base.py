@@ -151,6 +151,12 @@ class Rollouts:
                 "reward": self.reward, "games": self.games}
 
 
+def text_key(text: str) -> str:
+    """The key two items' texts are compared by when splits must share no item: the text with
+    case and spacing aside."""
+    return " ".join(text.casefold().split())
+
+
 def require_test_feedback(cfg: TaskConfig) -> None:
     """Refuse ``feedback=validation`` for a task without a validation split."""
     if cfg.feedback != "test":
