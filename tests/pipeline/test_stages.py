@@ -101,3 +101,16 @@ def test_the_selected_submission_was_the_best_of_the_distinct_artifacts_scored_o
     best = ledger.valid[1]
     assert stages.selected_from(ledger, best) == 2  # a and b; the repeat and validation not
     assert stages.selected_from(ledger, ledger.valid[3]) == 1  # selected on validation
+
+
+def test_a_twin_that_cannot_be_drawn_is_recorded_as_not_checked(tmp_path, monkeypatch):
+    """A generator with too few unused items left (a small DeepSearchQA world) cannot draw a
+    twin: the final grade records that, it does not fail."""
+    class Exhausted:
+        def twin_split(self, prepared, folder, seed):
+            raise RuntimeError("only 7 of 60 twin questions could be drawn")
+
+    monkeypatch.setattr(stages, "load_task_of", lambda cfg: Exhausted())
+    cfg = cell(tmp_path)
+    twin = stages._twin_check(cfg, stages.run_paths(cfg), "hash", {"score": 50.0, "stderr": 5.0})
+    assert not twin["checked"] and not twin["flagged"] and "only 7 of 60" in twin["reason"]

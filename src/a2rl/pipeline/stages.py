@@ -221,7 +221,11 @@ def _twin_check(cfg: RunConfig, run: RunPaths, artifact_hash: str,
     from a2rl.grading.twin import draw_seed, not_checked, verdict
     task = load_task_of(cfg)
     seed = draw_seed()
-    split = task.twin_split(layout_of(cfg).prepared(cfg.task.id), run.root / "twin", seed)
+    try:
+        split = task.twin_split(layout_of(cfg).prepared(cfg.task.id), run.root / "twin", seed)
+    except (ValueError, RuntimeError) as err:  # too few unused items left (a small world)
+        log.warning("%s: no twin split could be drawn: %s", cfg.task.id, err)
+        return not_checked(f"no twin could be drawn from seed {seed}: {err}")
     if split is None:
         return not_checked("the test split is a fixed pool; no twin can be drawn")
     result = _score_stored(cfg, run, artifact_hash, task, split)
