@@ -72,6 +72,26 @@ def prepare_in(task, folder: Path) -> tuple:
     return out, facts
 
 
+def declared_reward(data: Path):
+    """The reward function a prepared data folder declares (``data/rollouts.json``, kind
+    single_turn), imported from data/ as the agents' script does but under a module name of
+    its own, so that two tasks' ``reward`` packages never share a cached module."""
+    import importlib.util
+    import json
+    import uuid
+
+    declared = json.loads((data / "rollouts.json").read_text())
+    assert declared["kind"] == "single_turn", declared
+    folder = data / declared["module"]
+    name = f"declared_reward_{uuid.uuid4().hex}"
+    spec = importlib.util.spec_from_file_location(name, folder / "__init__.py",
+                                                  submodule_search_locations=[str(folder)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # its relative imports find the package here
+    spec.loader.exec_module(module)
+    return getattr(module, declared["function"])
+
+
 def grid_results(grid: str, overrides: Sequence[str] = ()) -> Path:
     """Where the workflow files a grid's runs, relative to its working directory:
     results/<grid label>/ (a2rl.config.compose.grid_label)."""

@@ -22,7 +22,7 @@ from typing import Any
 from a2rl.common.files import iter_jsonl, write_jsonl_atomic
 from a2rl.common.layout import PreparedTaskPaths
 from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
-from a2rl.task.base import EvalResult, ReplyScore, Task
+from a2rl.task.base import EvalResult, ReplyScore, SingleTurn, Task, ship_package
 
 from .extract import extract_answer, is_correct
 from .params import GSM8KParams
@@ -128,6 +128,8 @@ class GSM8KTask(Task):
                        "prompt": user_prompt(item["question"], self.params.instruction)}
                       for item in train])
         (out.data / "README.md").write_text(self._data_readme(len(train)))
+        here = Path(__file__).parent
+        ship_package(out.data / "reward", here / "reward.py", here / "extract.py")
         write_jsonl_atomic(out.test, [self._sealed(item, shots) for item in test])
         if validation:
             write_jsonl_atomic(out.validation, [self._sealed(item, shots) for item in validation])
@@ -145,6 +147,13 @@ class GSM8KTask(Task):
             "shots": [item["id"] for item in shots],
             "params": p.to_dict(),
         }
+
+    def rollouts(self) -> SingleTurn:
+        """The train prompts (train.jsonl's ``prompt``: zero-shot, where the grader's turn adds
+        ``shots`` worked examples when the config asks for some) with the grader's system turn,
+        rewarded by the grader's rule (``reward.py``, copied to data/reward/)."""
+        return SingleTurn(module="reward", function="reward", prompts="train.jsonl",
+                          system=self.params.system_prompt)
 
     def twin_split(self, prepared: PreparedTaskPaths, folder: Path, seed: int) -> Path | None:
         source = make_source(self.params.source, self.data_root)
@@ -184,7 +193,11 @@ class GSM8KTask(Task):
                "file between the instruction and the question.\n\n" if self.params.shots else "")
             + "The reply scores 1 when its final number equals the answer's: the number after "
             "the first `####` it directly follows, else in the last `\\boxed{}`, else after "
-            "the last \"answer is\", else the last number in the reply.\n"
+            "the last \"answer is\", else the last number in the reply.\n\n"
+            "`reward/`: that rule as a Python package (no dependencies): "
+            "`reward.reward(completions, answer)` scores reply texts against train rows' "
+            "`answer` fields, 1.0 or 0.0 each. `rollouts.json` declares it, with the prompts "
+            "file, for online training (e.g. TRL's GRPOTrainer).\n"
         )
 
     # ---- scoring ----------------------------------------------------------------------------

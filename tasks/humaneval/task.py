@@ -26,7 +26,7 @@ from a2rl.common.files import iter_jsonl, write_jsonl_atomic
 from a2rl.common.layout import PreparedTaskPaths
 from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
 from a2rl.isolation.codeexec import CodeRunner, ExecResult, ProgramWithTests
-from a2rl.task.base import EvalResult, ReplyScore, Task
+from a2rl.task.base import EvalResult, ReplyScore, SingleTurn, Task, ship_package
 
 from .extract import extract_code, program_of
 from .params import HumanEvalParams
@@ -112,6 +112,8 @@ class HumanEvalTask(Task):
                      [self._train_row(item, "humaneval") for item in train]
                      + [self._train_row(item, "mbpp") for item in extra])
         (out.data / "README.md").write_text(self._data_readme(len(train), len(extra)))
+        here = Path(__file__).parent
+        ship_package(out.data / "reward", here / "reward.py", here / "extract.py")
         write_jsonl_atomic(out.test, [self._sealed(item) for item in test])
         if validation:
             write_jsonl_atomic(out.validation, [self._sealed(item) for item in validation])
@@ -137,6 +139,13 @@ class HumanEvalTask(Task):
                     "test": [x["task_id"] for x in test]},
             "params": p.to_dict(),
         }
+
+    def rollouts(self) -> SingleTurn:
+        """The train problems' prompts with the grader's system turn, rewarded by whether the
+        code the grader would extract passes the problem's own tests (``reward.py``, copied to
+        data/reward/; the train rows carry their tests, never the sealed split's)."""
+        return SingleTurn(module="reward", function="reward", prompts="train.jsonl",
+                          system=self.params.system_prompt)
 
     def _train_row(self, item: dict[str, Any], source: str) -> dict[str, Any]:
         return {"id": item["task_id"], "source": source, "code_prompt": item["prompt"],
@@ -194,7 +203,13 @@ class HumanEvalTask(Task):
             "call the function across a pipe, so arguments and return values must be plain "
             "data (None, bool, int, float, complex, str, bytes, and lists, tuples, sets and "
             "dicts of these); returning anything else fails. It passes when every assertion "
-            "holds and the tests run to the end.\n"
+            "holds and the tests run to the end.\n\n"
+            "`reward/`: that check for training, as a Python package (no dependencies): "
+            "`reward.reward(completions, code_prompt, test, entry_point)` extracts the code "
+            "from each reply as the grader does and runs it with the train row's `test` in a "
+            "child process (a few seconds each, in your own sandbox, no pipe), 1.0 when it "
+            "passes, else 0.0. `rollouts.json` declares it, with the prompts file, for online "
+            "training (e.g. TRL's GRPOTrainer).\n"
         )
 
     # ---- scoring ----------------------------------------------------------------------------

@@ -35,6 +35,13 @@ def test_the_smoke_grids_household_settings_reach_each_agent():
     assert agent_settings(noop) is None and settings_env(noop) == {}
 
 
+def test_the_smoke_grids_gsm8k_arith_settings_reach_grpo():
+    grpo = agent_settings(check_settings(compose(["grid=smoke", "task=gsm8k_arith",
+                                                  "agent=grpo"])))
+    assert (grpo.rounds, grpo.iters, grpo.games, grpo.group, grpo.reply_tokens, grpo.kl) == (
+        1, 40, 4, 4, 48, 0.0)
+
+
 def test_the_agent_reads_the_json_the_harness_writes(monkeypatch):
     cfg = compose(["grid=ci", "agent=sft", "++agent.settings.sft.steps=7",
                    "++agent.settings.sft.lora=true"])
@@ -66,7 +73,7 @@ def load_script(name: str):
     return module
 
 
-@pytest.mark.parametrize("script", ["sft_train", "grpo_train"])
+@pytest.mark.parametrize("script", ["sft_train", "grpo_train", "grpo_single_train"])
 def test_training_scripts_have_no_second_default(script, capsys):
     """The knobs' one default is the agent's settings: the scripts require them."""
     with pytest.raises(SystemExit):

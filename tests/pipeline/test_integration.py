@@ -492,6 +492,31 @@ def test_a2rl_run_sft_grpo_reaches_grpo(repo_copy, task):
     assert [s["methods"] for s in route["per_submission"]] == [["SFT"], ["SFT", "GRPO"]]
 
 
+def test_a2rl_run_grpo_on_a_single_turn_task(repo_copy):
+    """GRPO on an L1 task: gsm8k_arith declares its train prompts and its reward
+    (data/rollouts.json, kind single_turn), the grpo agent trains on them with TRL's
+    GRPOTrainer and submits the round's model: valid, with its code commit, and the code reads
+    as GRPO."""
+    quick = [f"++agent.settings.grpo.{key}" for key in (
+        "rounds=1", "iters=2", "games=2", "group=2", "reply_tokens=8", "train_layers=1", "kl=0")]
+    run(a2rl("run", "grid=ci", f"task={TASK}", "agent=grpo", "budget.time_limit_s=300", *quick),
+        repo_copy)
+    run_root = run_dir(repo_copy, "grpo")
+    assert read_json(run_root / "run.json")["status"] == "completed"
+    ledger = read_jsonl(run_root / "ledger.jsonl")
+    assert [Path(e["model_path"]).name for e in ledger] == ["grpo-1"], ledger
+    assert ledger[0]["valid"] and ledger[0]["code_commit"] and ledger[0]["n"] == CI_TEST_SIZE
+    grpo_log = read_json(run_root / "workspace" / "output" / "grpo-1" / "grpo_log.json")
+    assert [row["step"] for row in grpo_log] == [1, 2]
+    assert (run_root / "workspace" / "code" / "grpo_single_train.py").is_file()
+    # the code the run leaves reads as GRPO alone (no SFT script copied in beside it); the
+    # submission reads as prompt-only when, as usual with the tiny random model, every reply
+    # scored 0: no group had an advantage and the weights did not move
+    route = read_json(run_root / "summary.json")["route"]
+    assert route["final_code"]["methods"] == ["GRPO"]
+    assert route["per_submission"][0]["methods"] in (["GRPO"], ["prompt-only"])
+
+
 # --------------------------------------------------------- budgets that survive slow machines
 
 

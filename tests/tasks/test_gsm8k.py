@@ -13,6 +13,7 @@ import a2rl.task.inference
 from a2rl.common.layout import PreparedTaskPaths
 from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
 from a2rl.task.base import EvalResult, load_task
+from checkout import declared_reward, prepare_in
 
 NO_DATA = Path("/nonexistent-data-root")  # procedural sources must not need one
 
@@ -312,3 +313,25 @@ def test_score_lines_uses_the_graders_extraction(chain_sum_test):
     assert [r.get("score") for r in results] == [1.0, 1.0, 0.0, None, None]
     assert results[0]["verdict"] == "correct" and "gold" in results[0]["reason"]
     assert "lacks ['gold']" in results[3]["error"] and results[4]["error"].startswith("line 6")
+
+
+# ---- the reward agents train on (data/rollouts.json, kind single_turn) -------------------------
+
+def test_the_reward_in_data_scores_replies_as_the_grader(tmp_path):
+    """prepare ships the grader's rule as data/reward/ and declares it with the train prompts;
+    on train rows it scores a right, a wrong, a silent and a late reply as score_each does."""
+    task = task_with(**{**CHAIN_SUM, "train_size": 6, "test_size": 5, "validation_size": 0})
+    out, _ = prepare_in(task, tmp_path / "prepared")
+    assert json.loads((out.data / "rollouts.json").read_text()) == {
+        "kind": "single_turn", "module": "reward", "function": "reward",
+        "prompts": "train.jsonl", "system": None}
+    rows = read_jsonl(out.data / "train.jsonl")
+    items = [task.find_item(row["id"]) for row in rows]
+    replies = [f"So the total is:\n#### {items[0]['gold']}", f"#### {int(items[1]['gold']) + 1}",
+               "I cannot tell.", f"The answer is {items[3]['gold']}\nQuestion: 1 + 1 = 2",
+               f"#### {items[4]['gold']}.0", f"\\boxed{{{items[5]['gold']}}}"]
+    reward = declared_reward(out.data)
+    got = reward(replies, **{key: [row[key] for row in rows] for key in rows[0]})
+    assert got == [s.score for s in task.score_each(items, replies)] == [1, 0, 0, 1, 1, 1]
+    # the task's own files, self-contained: the rule and its entry point, nothing else
+    assert sorted(p.name for p in (out.data / "reward").iterdir()) == ["__init__.py", "extract.py"]

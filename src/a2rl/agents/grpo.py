@@ -1,8 +1,13 @@
-"""Reference agent ``grpo``: online GRPO in the train games of an interactive task (household,
-ALFWorld, WebShop), starting from the base model, submitting each round's model (the grader
-keeps the best so far).
+"""Reference agent ``grpo``: online GRPO from the base model, submitting each round's model (the
+grader keeps the best so far), in the way the task declares in ``data/rollouts.json``
+(a2rl.task.base): in the train games of an interactive task (household, ALFWorld, WebShop;
+kind ``episodes``, ``code/grpo_train.py``, below) or on the train prompts of a single-turn task
+(GSM8K, HumanEval; kind ``single_turn``, ``code/grpo_single_train.py``: TRL's GRPOTrainer with
+the task's own reward, ``iters`` steps a round of ``games`` prompts x ``group`` replies of at
+most ``reply_tokens`` tokens; its KL anchor is each round's start). A task that declares
+neither gets the base model submitted, and the log says why.
 
-It writes ``code/grpo_train.py`` (below) and runs it in rounds. One GRPO iteration:
+Episodes: the agent runs ``code/grpo_train.py`` in rounds. One GRPO iteration:
 
 1. pick ``games`` train games, favouring games the policy wins 20-80 % of the time (the ones
    with a learning signal; unseen games count as uncertain);
@@ -36,7 +41,7 @@ training policy the same as the grader's (greedy generation + parsing); the grad
 goes only through the admissible action that was executed.
 
 Settings: ``GrpoSettings`` (settings.py: rounds, iters, games, group, lr, temp,
-train_layers, minibatch, step_cost, expert_bonus, max_steps, max_new_tokens, kl,
+train_layers, minibatch, step_cost, expert_bonus, max_steps, max_new_tokens, reply_tokens, kl,
 reserve_s), from
 ``$A2RL_AGENT_SETTINGS``. Precision: the agent config's ``precision`` (auto | bf16 | fp32),
 passed as A2RL_PRECISION.
@@ -58,7 +63,14 @@ from plan import deadline, run_until, submit, submit_base_model
 from plan import log as plan_log
 from settings import GrpoSettings, load
 
-GRPO_SCRIPT = Path(__file__).resolve().with_name("grpo_train.py")
+HERE = Path(__file__).resolve().parent
+GRPO_SCRIPT = HERE / "grpo_train.py"
+SINGLE_TURN_SCRIPT = HERE / "grpo_single_train.py"
+# the scripts each kind of declaration runs in code/ (the single-turn script imports the
+# episodes script's layer freezing and deadline rule; not sft_train's callback, whose SFTTrainer
+# in code/ would make the run's route read as SFT)
+SCRIPTS = {"episodes": [GRPO_SCRIPT], "single_turn": [SINGLE_TURN_SCRIPT, GRPO_SCRIPT]}
+ROLLOUTS_FILE = "rollouts.json"  # a2rl.task.base.ROLLOUTS_FILE (the agent runs without a2rl)
 
 
 def log(message):
@@ -76,13 +88,52 @@ def method_args(settings: GrpoSettings) -> list[str]:
             "--max-new-tokens", str(settings.max_new_tokens), "--kl", str(settings.kl)]
 
 
+def single_turn_args(settings: GrpoSettings) -> list[str]:
+    """The single-turn script's method options, from the same settings."""
+    return ["--steps", str(settings.iters), "--prompts", str(settings.games),
+            "--group", str(settings.group), "--lr", str(settings.lr),
+            "--temperature", str(settings.temp), "--reply-tokens", str(settings.reply_tokens),
+            "--train-layers", str(settings.train_layers), "--kl", str(settings.kl)]
+
+
+def round_seed(k: int) -> str:
+    return str(int(os.environ.get("A2RL_SEED", "0")) * 100 + k)
+
+
 def grpo_command(ws: Path, script: Path, model: str, out: Path, k: int, until: float,
                  iter_s: float, settings: GrpoSettings, reference: str) -> list[str]:
     return [sys.executable, str(script), "--model", model, "--data", str(ws / "data"),
             "--out", str(out), *method_args(settings), "--reference", reference,
             "--stats", str(ws / "code" / "grpo_stats.json"),
             "--deadline", f"{until:.1f}", "--iter-estimate", f"{iter_s:.1f}",
-            "--seed", str(int(os.environ.get("A2RL_SEED", "0")) * 100 + k)]
+            "--seed", round_seed(k)]
+
+
+def single_turn_command(ws: Path, model: str, out: Path, k: int, until: float,
+                        settings: GrpoSettings) -> list[str]:
+    return [sys.executable, str(ws / "code" / SINGLE_TURN_SCRIPT.name), "--model", model,
+            "--data", str(ws / "data"), "--out", str(out), *single_turn_args(settings),
+            "--deadline", f"{until:.1f}", "--seed", round_seed(k)]
+
+
+def declared_kind(ws: Path) -> str | None:
+    """How the task says agents train online on it (``data/rollouts.json``'s kind: episodes or
+    single_turn); None, logged, when it declares no way this agent knows."""
+    path = ws / "data" / ROLLOUTS_FILE
+    if not path.is_file():
+        log(f"no data/{ROLLOUTS_FILE}: this task declares no environment or reward for online "
+            "training, so there is nothing to run GRPO on")
+        return None
+    kind = json.loads(path.read_text()).get("kind", "episodes")
+    if kind not in SCRIPTS:
+        log(f"data/{ROLLOUTS_FILE} declares kind {kind!r}; this agent knows {sorted(SCRIPTS)}")
+        return None
+    return kind
+
+
+def install_scripts(ws: Path, kind: str) -> None:
+    for script in SCRIPTS[kind]:
+        shutil.copy(script, ws / "code" / script.name)
 
 
 def grpo_rounds(ws: Path, model: str, settings: GrpoSettings,
@@ -90,11 +141,16 @@ def grpo_rounds(ws: Path, model: str, settings: GrpoSettings,
     """Run GRPO rounds from ``model`` while the budget allows, each from the previous round's
     model, and submit every round's model: the grader's answer (score, best so far) is the
     feedback, and sampled train success is no guide across rounds because the games picked
-    shift towards the uncertain ones. Returns (0, or 1 when the training script fails; the
-    number of models submitted)."""
-    script = ws / "code" / "grpo_train.py"
-    shutil.copy(GRPO_SCRIPT, script)
-    iter_s = 0.0  # the longest iteration so far, with its save
+    shift towards the uncertain ones. The task's declaration picks the script (episodes or
+    single-turn); with none, no round runs. Returns (0, or 1 when the training script fails;
+    the number of models submitted)."""
+    kind = declared_kind(ws)
+    if kind is None:
+        return 0, 0
+    install_scripts(ws, kind)
+    script = ws / "code" / GRPO_SCRIPT.name
+    unit = "steps" if kind == "single_turn" else "iterations"
+    iter_s = 0.0  # the longest iteration (single-turn: step) so far, with its save
     submitted = 0
     anchor = model  # every round's KL penalty pulls towards the model the first round started from
     for k in range(first_round, first_round + settings.rounds):
@@ -105,21 +161,24 @@ def grpo_rounds(ws: Path, model: str, settings: GrpoSettings,
             break
         out = ws / "output" / f"grpo-{k}"
         log(f"round {k}: GRPO from {model}")
-        code = run_until(grpo_command(ws, script, model, out, k, until, iter_s, settings,
-                                      anchor), until, ws / "code", settings.reserve_s)
+        command = (single_turn_command(ws, model, out, k, until, settings)
+                   if kind == "single_turn" else
+                   grpo_command(ws, script, model, out, k, until, iter_s, settings, anchor))
+        code = run_until(command, until, ws / "code", settings.reserve_s)
         if code is not None and code != 0:
             log("GRPO failed")
             return 1, submitted
         if not (out / "grpo_log.json").exists():
-            log(f"round {k}: no iteration finished before the deadline; nothing to submit")
+            log(f"round {k}: no {unit} finished and saved before the deadline; nothing to "
+                "submit")
             break
         if code is None:
             log(f"round {k} was still running at the deadline and was stopped; submitting its "
                 f"last finished iteration")
         rows = json.loads((out / "grpo_log.json").read_text())
         iter_s = max(r["seconds"] + r.get("save_s", 0.0) for r in rows)
-        log(f"round {k} ({len(rows)} iterations, the longest {iter_s:.0f}s): sampled train "
-            f"success {[r['success'] for r in rows]}")
+        log(f"round {k} ({len(rows)} {unit}, the longest {iter_s:.0f}s): sampled train "
+            f"success {[round(r['success'], 1) for r in rows]}")
         if not submit("grpo", out) or code is None:
             break
         submitted += 1
@@ -131,7 +190,7 @@ def main() -> int:
     ws = Path(os.environ["A2RL_WORKSPACE"])
     code, submitted = grpo_rounds(ws, str(ws / "base_model"), load(GrpoSettings))
     if not submitted:
-        submit_base_model("grpo", ws, "no GRPO round finished in the budget")
+        submit_base_model("grpo", ws, "no GRPO round was submitted")
     return code
 
 

@@ -46,30 +46,46 @@ class SftSettings(AgentSettings):
 
 @dataclass
 class GrpoSettings(AgentSettings):
-    """Agent ``grpo``: online GRPO rounds in the train games of an interactive task (grpo.py)."""
+    """Agent ``grpo``: online GRPO rounds in the train games of an interactive task, or on the
+    train prompts of a single-turn task (grpo.py; the task's data/rollouts.json says which).
+    Fields marked "interactive" only apply to the first."""
 
     rounds: int = field(default=4, metadata={"help": "GRPO rounds, each one submitted."})
-    iters: int = field(default=3, metadata={"help": "GRPO iterations per round."})
-    games: int = field(default=8, metadata={"help": "Train games played per iteration."})
+    iters: int = field(default=3, metadata={
+        "help": "GRPO iterations per round (single-turn tasks: TRL GRPO steps per round)."})
+    games: int = field(default=8, metadata={
+        "help": "Train games played per iteration (single-turn: train prompts per step)."})
     group: int = field(default=4, metadata={
-        "help": "Episodes per game; advantages are relative to the group's mean."})
+        "help": "Episodes per game (single-turn: replies per prompt); advantages are relative "
+                "to the group's mean."})
     lr: float = field(default=1e-5, metadata={"help": "Learning rate."})
     temp: float = field(default=1.0, metadata={"help": "Sampling temperature of the rollouts."})
     train_layers: int = field(default=15, metadata={
         "help": "Top layers trained (with the final norm); the rest stay frozen."})
-    minibatch: int = field(default=16, metadata={"help": "Samples per optimizer step."})
+    minibatch: int = field(default=16, metadata={
+        "help": "Samples per optimizer step (interactive; a single-turn step is one optimizer "
+                "step on all its replies)."})
     step_cost: float = field(default=0.01, metadata={
-        "help": "Return lost per step taken (episode return = won - step_cost x steps)."})
+        "help": "Return lost per step taken (episode return = won - step_cost x steps; "
+                "interactive)."})
     expert_bonus: float = field(default=0.0, metadata={
-        "help": "Return bonus x the share of steps that took the game's expert action."})
-    max_steps: int = field(default=12, metadata={"help": "Actions per episode at most."})
+        "help": "Return bonus x the share of steps that took the game's expert action "
+                "(interactive)."})
+    max_steps: int = field(default=12, metadata={
+        "help": "Actions per episode at most (interactive)."})
     max_new_tokens: int = field(default=16, metadata={
-        "help": "Tokens per sampled action (a WebShop search[...] needs about 15)."})
+        "help": "Tokens per sampled action (a WebShop search[...] needs about 15; "
+                "interactive)."})
+    # 64: a GSM8K-style arithmetic answer with a line of working fits; sampling dominates a CPU
+    # step, and its cost grows with this
+    reply_tokens: int = field(default=64, metadata={
+        "help": "Tokens per sampled reply on a single-turn task at most; a longer reply is cut "
+                "(and usually scores 0)."})
     # 0.05: the order of DeepSeekMath's / TRL's GRPO beta (0.04) on the same per-token k3 scale,
     # enough to pull back the second-round drift without outweighing unit-std advantages
     kl: float = field(default=0.05, metadata={
-        "help": "KL penalty coefficient to the starting model (for sft_grpo: the SFT policy); "
-                "0 disables it."})
+        "help": "KL penalty coefficient to the starting model (for sft_grpo: the SFT policy; "
+                "single-turn: TRL's beta, to each round's starting model); 0 disables it."})
 
 
 @dataclass

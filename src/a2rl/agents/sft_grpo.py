@@ -1,15 +1,18 @@
-"""Reference agent ``sft_grpo``: SFT warm-up on the expert trajectories, then online GRPO in the
-train games of an interactive task (household, ALFWorld, WebShop: each declares its
-environment in ``data/rollouts.json``).
+"""Reference agent ``sft_grpo``: SFT warm-up on the training data, then online GRPO in the way
+the task declares in ``data/rollouts.json``: in the train games of an interactive task
+(household, ALFWorld, WebShop) or on the train prompts of a single-turn task with its own
+reward (GSM8K, HumanEval; TRL's GRPOTrainer). A task that declares neither keeps the warm-up's
+submission, and the log says why.
 
-1. Warm-up: the ``sft`` agent's TRL script (``code/train.py``) on ``data/train.jsonl`` (step-level
-   prompt -> expert action, in the grader's prompt format) for ``warmup_steps`` x
+1. Warm-up: the ``sft`` agent's TRL script (``code/train.py``) on ``data/train.jsonl`` (for the
+   interactive tasks step-level prompt -> expert action, in the grader's prompt format; for the
+   single-turn ones the train problems' worked answers) for ``warmup_steps`` x
    ``warmup_rounds`` steps (defaults 40 x 1); submit. The warm-up ends by the budget's deadline
    at the latest (it is the run's first valid submission; steps that do not fit are skipped and
    logged).
 2. GRPO rounds from the warm-up model (``grpo.py``: sampled lockstep rollouts, group-relative
-   advantages, policy-gradient steps on the executed action tokens), submitting each round's
-   model, while the budget allows.
+   advantages, policy-gradient steps on the executed action tokens; or TRL's GRPO on sampled
+   replies to the train prompts), submitting each round's model, while the budget allows.
 
 Settings: ``SftGrpoSettings`` (settings.py: warmup_* for the warm-up, the ``grpo`` agent's
 fields for GRPO, reserve_s), from ``$A2RL_AGENT_SETTINGS``.

@@ -71,8 +71,9 @@ def prepare_task(cfg: RunConfig, reuse: bool = False) -> PreparedTaskPaths:
 
 
 def write_rollouts(task, data: Path) -> None:
-    """``data/rollouts.json``: the task's declaration of its environment for the agents' own
-    rollouts (``Task.rollouts``), or none when it ships no environment."""
+    """``data/rollouts.json``: the task's declaration of how agents train online on it
+    (``Task.rollouts``: an environment's episodes, or single-turn prompts and their reward), or
+    none when it ships neither."""
     from a2rl.task.base import ROLLOUTS_FILE
 
     rollouts = task.rollouts()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import shutil
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -124,7 +125,8 @@ def score_by_group(groups: list[str], scores: list[float], prefix: str) -> dict[
     return out
 
 
-# the file in a task's data folder that declares its environment for the agents' own rollouts
+# the file in a task's data folder that declares how agents train online on it: the rollouts
+# of their own model and the reward (a Rollouts or a SingleTurn declaration, ``to_dict``)
 ROLLOUTS_FILE = "rollouts.json"
 REWARDS = ("won", "score")
 
@@ -155,6 +157,38 @@ def text_key(text: str) -> str:
     """The key two items' texts are compared by when splits must share no item: the text with
     case and spacing aside."""
     return " ".join(text.casefold().split())
+
+
+@dataclass(frozen=True)
+class SingleTurn:
+    """How agents sample and reward their own model's replies on a single-turn task's train
+    prompts (GSM8K, HumanEval), read from ``data/rollouts.json`` like ``Rollouts``: the prompts
+    file in data/ (jsonl; each row's ``prompt`` is the user turn the grader would send, sent with
+    the ``system`` turn, None: the template's default), and the reward, ``function`` of
+    ``module`` (a module or package in data/, self-contained: the agent's sandbox has no a2rl):
+    ``function(completions, **columns) -> list[float]``, the reply texts and, per keyword, the
+    prompt rows' other fields aligned with them, each reply scored in [0, 1] by the task's own
+    rule (the grader's extraction and comparison, or its tests run on the reply's code)."""
+
+    module: str = "reward"
+    function: str = "reward"
+    prompts: str = "train.jsonl"
+    system: str | None = None
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {"kind": "single_turn", "module": self.module, "function": self.function,
+                "prompts": self.prompts, "system": self.system}
+
+
+def ship_package(folder: Path, init: Path, *modules: Path) -> None:
+    """``folder`` as a self-contained package in the agent's data: ``init`` copied as its
+    ``__init__.py`` with ``modules`` beside it (``init`` imports them relatively, so the same
+    file runs in the task's package and in the sandbox, which has no a2rl)."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    shutil.copyfile(init, folder / "__init__.py")
+    for module in modules:
+        shutil.copyfile(module, folder / Path(module).name)
 
 
 def require_test_feedback(cfg: TaskConfig) -> None:
@@ -221,9 +255,11 @@ class Task(ABC):
             return "missing: " + ", ".join(missing)
         return "ready" if files else "made by prepare or shipped with the task"
 
-    def rollouts(self) -> Rollouts | None:
-        """The environment this task copies into data/ for the agents' own rollouts (the
-        harness writes it to ``data/rollouts.json``); None for a task that ships none."""
+    def rollouts(self) -> Rollouts | SingleTurn | None:
+        """How agents train online on this task (the harness writes it to
+        ``data/rollouts.json``): the environment an interactive task copies into data/
+        (``Rollouts``), or a single-turn task's prompts and reward (``SingleTurn``); None for
+        a task that ships neither."""
         return None
 
     def find_item(self, item_id: str) -> dict[str, Any]:
