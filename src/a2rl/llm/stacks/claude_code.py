@@ -1,8 +1,4 @@
-"""Claude Code (npm @anthropic-ai/claude-code), speaking Anthropic messages.
-
-The whole stack: its install recipe, launch and transcript reader, registered as the stack
-``claude_code`` (pyproject.toml, entry-point group a2rl.stacks); its agent config, with the pinned
-version, is conf/agent/claude_code.yaml beside this module."""
+"""Claude Code (npm @anthropic-ai/claude-code), speaking Anthropic messages."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Codex CLI (npm @openai/codex), speaking OpenAI responses.
-
-The whole stack: its install recipe, launch and transcript reader, registered as the stack
-``codex`` (pyproject.toml, entry-point group a2rl.stacks); its agent config, with the pinned
-version, is conf/agent/codex.yaml beside this module."""
+"""Codex CLI (npm @openai/codex), speaking OpenAI responses."""
 
 from __future__ import annotations
 

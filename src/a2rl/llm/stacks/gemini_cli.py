@@ -1,8 +1,4 @@
-"""Gemini CLI (npm @google/gemini-cli), speaking Gemini generateContent.
-
-The whole stack: its install recipe, launch and transcript reader, registered as the stack
-``gemini_cli`` (pyproject.toml, entry-point group a2rl.stacks); its agent config, with the pinned
-version, is conf/agent/gemini_cli.yaml beside this module."""
+"""Gemini CLI (npm @google/gemini-cli), speaking Gemini generateContent."""
 
 from __future__ import annotations
 

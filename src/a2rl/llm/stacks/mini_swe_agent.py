@@ -1,9 +1,5 @@
 """mini-SWE-agent (PyPI mini-swe-agent): one bash tool, LiteLLM speaking OpenAI chat
-completions; its trajectory file is the transcript.
-
-The whole stack: its install recipe, launch and transcript reader, registered as the stack
-``mini_swe_agent`` (pyproject.toml, entry-point group a2rl.stacks); its agent config, with the
-pinned version, is conf/agent/mini_swe_agent.yaml beside this module."""
+completions; its trajectory file is the transcript."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
 """OpenCode (npm opencode-ai), with a provider pointing at the proxy (Anthropic, Gemini
-or OpenAI-compatible by driver).
-
-The whole stack: its install recipe, launch and transcript reader, registered as the stack
-``opencode`` (pyproject.toml, entry-point group a2rl.stacks); its agent config, with the pinned
-version, is conf/agent/opencode.yaml beside this module."""
+or OpenAI-compatible by driver)."""
 
 from __future__ import annotations
 

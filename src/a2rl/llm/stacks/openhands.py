@@ -1,9 +1,5 @@
 """OpenHands through its headless CLI (PyPI openhands, on the OpenHands agent SDK),
-LiteLLM speaking OpenAI chat completions.
-
-The whole stack: its install recipe, launch and transcript reader, registered as the stack
-``openhands`` (pyproject.toml, entry-point group a2rl.stacks); its agent config, with the pinned
-version, is conf/agent/openhands.yaml beside this module."""
+LiteLLM speaking OpenAI chat completions."""
 
 from __future__ import annotations
 
