@@ -64,6 +64,9 @@ def test_the_script_runs_grpo_steps_on_the_tasks_reward_and_saves(arith, tiny_mo
     assert "save_s" in rows[-1] and (out / "tokenizer.json").is_file()
     assert set(load_file(out / "model.safetensors")) == set(
         load_file(tiny_model / "model.safetensors"))
+    # the saved config is the base's: TRL's trainer does not leave its KV cache switched off
+    config = json.loads((out / "config.json").read_text())
+    assert config["use_cache"] == json.loads((tiny_model / "config.json").read_text())["use_cache"]
 
 
 def test_the_declared_reward_drives_the_update(tiny_model, tmp_path):

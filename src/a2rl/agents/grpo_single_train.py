@@ -132,7 +132,10 @@ def training_config(a) -> GRPOConfig:
                       disable_dropout=True, logging_steps=1, save_strategy="no",
                       # the sandbox exposes no GPU; the harness chose the precision for the CPU
                       report_to="none", use_cpu=True, seed=a.seed,
-                      bf16=a.precision == "bf16", fp16=False, activation_checkpointing=False)
+                      bf16=a.precision == "bf16", fp16=False, activation_checkpointing=False,
+                      # the Trainer writes this into the model's config (default False), and the
+                      # saved model would then run without its KV cache wherever config decides
+                      use_cache=True)
 
 
 def arguments():
