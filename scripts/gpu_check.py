@@ -2,6 +2,8 @@
 
     python scripts/gpu_check.py                          # vLLM and HF on the GPU, 32 episodes
     python scripts/gpu_check.py --backend hf --allow-cpu --tiny --n 4 --prompts 8   # code path
+    python scripts/gpu_check.py --random-weights     # a machine without the weights: MODEL's
+                                                     # config and tokenizer, random weights
 
 For each backend (vLLM with prefix caching on; HF transformers on the GPU with the inference
 defaults: the shared-prefix KV cache, the prompt pass in length buckets), through
@@ -92,11 +94,26 @@ def load_games_for(a) -> list[str]:
     return load_games(folder)[:a.n]
 
 
+def with_random_weights(model: Path, dest: Path) -> Path:
+    """``model``'s architecture and tokenizer with random weights in ``dest`` (seed 0): the same
+    shapes and so the same cost per token, for a machine the weights cannot be brought to. Its
+    replies are noise, so generated lengths run to the cap and rollouts win nothing."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model)).save_pretrained(dest)
+    AutoTokenizer.from_pretrained(model).save_pretrained(dest)
+    return dest
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", default="both", choices=("both", "vllm", "hf"))
     ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--tiny", action="store_true", help="use a freshly built tiny random model")
+    ap.add_argument("--random-weights", action="store_true",
+                    help="MODEL's config and tokenizer with random weights (no weights needed)")
     ap.add_argument("--games", default=DEFAULT_GAMES, help="made on the fly when missing")
     ap.add_argument("--n", type=int, default=32, help="household episodes")
     ap.add_argument("--max-steps", type=int, default=6)
@@ -124,8 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         from a2rl.models.provision import build_tiny_model
 
         model = build_tiny_model(Path(tempfile.mkdtemp()) / "tiny")
+    elif a.random_weights:
+        model = with_random_weights(model, Path(tempfile.mkdtemp()) / "random")
     games = load_games_for(a)
-    report = {"model": str(model), "hardware": describe(),
+    report = {"model": str(model), "random_weights": a.random_weights, "hardware": describe(),
               "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
               "backends": {}}
     for backend in (("vllm", "hf") if a.backend == "both" else (a.backend,)):

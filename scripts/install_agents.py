@@ -1,11 +1,14 @@
 """Install the LLM agents' CLIs, pinned, into resources/tools/<stack>/<version>/.
 
-    python scripts/install_agents.py                   # every LLM agent in conf/agent/
+    python scripts/install_agents.py                   # every LLM agent config
     python scripts/install_agents.py mini_swe_agent claude_code
     python scripts/install_agents.py --list            # what is configured and installed
     python scripts/install_agents.py --force codex     # reinstall
 
-The version is the one the agent's config pins (conf/agent/<name>.yaml: version). npm packages
+The LLM agents are the agent configs of kind llm, wherever Hydra finds them: conf/agent/ and the
+conf/agent/ of each installed plugin (the built-in stacks' beside src/a2rl/llm/stacks/). The
+version is the one the agent's config pins (its ``version``); how it is installed is its stack's
+(the stack plugin named by ``stack``, a2rl.llm.stacks.stack_of). npm packages
 are installed with ``npm install --prefix`` and Python ones into a virtual environment in that
 folder; nothing goes into the user's global environment. Needs npm (Node.js 20+) for the npm
 agents and, for openhands, a Python 3.12 interpreter.
@@ -18,13 +21,12 @@ import sys
 from pathlib import Path
 
 from a2rl.common.layout import Layout
-from a2rl.config.compose import compose, conf_dir
+from a2rl.config.compose import compose, group_options
 from a2rl.llm.stacks import AgentNotInstalled, install_stack, stack_of, tools_dir
 
 
 def llm_agents() -> list[str]:
-    names = sorted(p.stem for p in (conf_dir() / "agent").glob("*.yaml"))
-    return [n for n in names if compose([f"agent={n}"]).agent.kind == "llm"]
+    return [n for n in group_options("agent") if compose([f"agent={n}"]).agent.kind == "llm"]
 
 
 def du(path: Path) -> int:
@@ -44,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = args.agents or known
     unknown = [a for a in chosen if a not in known]
     if unknown:
-        parser.error(f"not LLM agents in conf/agent/: {unknown}; expected some of {known}")
+        parser.error(f"not LLM agent configs: {unknown}; expected some of {known}")
     failed = []
     for name in chosen:
         cfg = compose([f"agent={name}"])

@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> dict:
     report = {
         "task": cfg.task.id, "source": facts["source"], "test_goals": len(games),
         "max_steps": max_steps, "title_tagger": facts["title_tagger"],
+        "title_tagger_deviation": facts["title_tagger_deviation"],
         "expert": expert,
         "random": {key: sum(r[key] for r in randoms) / len(randoms) for key in randoms[0]},
         "random_per_seed": randoms,

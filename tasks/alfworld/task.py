@@ -68,6 +68,7 @@ def breakdown_by_type(types: list[str], won: list[float]) -> dict[str, float]:
 
 
 class AlfworldTask(Task):
+    metric = "success rate (games won within max_steps)"
     def __init__(self, cfg: TaskConfig, data_root: Path):
         super().__init__(cfg, data_root)
         self.params = AlfworldParams.from_dict(cfg.params)
@@ -75,6 +76,12 @@ class AlfworldTask(Task):
         self.fmt = PromptFormat(history=self.params.history)
 
     # ---- environments -----------------------------------------------------------------------
+
+    def data_files(self) -> list[Path]:
+        if self.params.source == "household":
+            return []
+        root = Path(self.params.data_path)
+        return [(root if root.is_absolute() else self.data_root / root) / "json_2.1.1"]
 
     def _env_factory(self, expert: bool = False):
         """The environment class; for real ALFWorld games ``expert`` turns on the expert's

@@ -52,7 +52,9 @@ class JudgeParams:
     judge's sampled identifier, for models without logprobs; ``max_tokens`` must then leave
     room for their reasoning).
     ``both_orders``: ask with the reference first and with the model first and average
-    (position bias); false asks reference-first only, as AlpacaEval's fixed order would.
+    (position bias); false asks reference-first only. Neither is AlpacaEval 2.0's protocol,
+    which asks one order per instruction, drawn at random with the instruction as seed
+    (docs/deviations.md#alpacaeval).
     ``max_usd``: judge spending limit per run (null: none); when reached, grading stops and the
     submission is recorded as ``judge_failed``. ``retries``/``backoff_s``/``timeout_s``: for
     HTTP judges.

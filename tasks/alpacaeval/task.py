@@ -80,6 +80,7 @@ class JudgedResult(EvalResult):
 
 
 class AlpacaEvalTask(Task):
+    metric = "length-controlled win rate against the reference outputs"
     def __init__(self, cfg: TaskConfig, data_root: Path):
         super().__init__(cfg, data_root)
         self.params = AlpacaEvalParams.from_dict(cfg.params)

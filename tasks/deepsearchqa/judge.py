@@ -3,10 +3,12 @@
 The judge (an LLM; the paper's autorater is Gemini 2.5 Flash) gets the question, its answer
 type, the expected answer and the model's response. It returns JSON with ``explanation``,
 ``correctness_details`` (one key per expected item, true when the response contains it) and
-``excessive_answers`` (items the response gives that were not expected). ``scoring.Grade``
-turns that into the fully-correct verdict, precision, recall, F1 and the outcome bucket, as the
-reference code does. The prompt (``TEMPLATE``) restates the protocol of the DeepSearchQA starter
-code in this project's words; the output format is the same.
+``excessive_answers`` (items the response gives that were not expected, whatever the answer
+type); the starter notebook's nested shape (``"Answer Correctness"``) is read too.
+``scoring.Grade`` turns that into the fully-correct verdict, precision, recall, F1 and the
+outcome bucket, as the reference code does, except that a verdict checking no expected item
+finds nothing (see ``parse_verdict``). The prompt (``TEMPLATE``) restates the protocol of the
+DeepSearchQA starter code in this project's words; the output format is the same.
 
 The judge is a conf/driver/ provider reached through a recording proxy of its own, lent by the
 harness (``a2rl.task.base.Harness.recording_proxy``): the proxy holds the key, prices and logs
@@ -39,7 +41,7 @@ from a2rl.task.base import GradingUnavailable, RecordingProxy
 from a2rl.task.chat import complete
 
 from .params import JudgeParams
-from .scoring import Grade, split_items
+from .scoring import Grade, is_blank
 from .web import RequestCache
 
 TEMPLATE = """You grade answers to research questions. Decide whether the AI response below \
@@ -49,7 +51,9 @@ Answer type: "{answer_type}".
 - Single Answer: the response is correct if it gives the expected answer; the wording may \
 differ.
 - Set Answer: check, for every item of the expected answer, whether the response includes it \
-(order does not matter). Then list the items the response gives that are not expected.
+(order does not matter).
+Whatever the answer type, then list every answer the response gives that is not expected: a \
+Single Answer response that hedges ("X or Y") lists the one that is not expected.
 
 Return only a JSON object with these keys:
 - "explanation": a short justification that points at the response and the expected answer;
@@ -90,26 +94,38 @@ def judge_request(row: dict[str, Any], response: str, max_tokens: int) -> dict[s
             "max_tokens": max_tokens}
 
 
+def _verdict_fields(verdict: Any) -> tuple[Any, Any]:
+    """(correctness details, excessive answers) of a verdict in either shape: this prompt's
+    flat ``correctness_details`` / ``excessive_answers``, or the official starter notebook's
+    ``{"Answer Correctness": {"Correctness Details": ..., "Excessive Answers": ...}}``."""
+    if not isinstance(verdict, dict):
+        raise ValueError("the verdict is not a JSON object")
+    nested = verdict.get("Answer Correctness")
+    if isinstance(nested, dict):
+        return nested.get("Correctness Details"), nested.get("Excessive Answers", [])
+    return verdict.get("correctness_details"), verdict.get("excessive_answers", [])
+
+
 def parse_verdict(text: str) -> Grade:
     """The judge's JSON as a Grade; ValueError when it is not the protocol's shape (the
-    request is then retried). ``correctness_details`` may be an object or a list of
-    ``{"key", "value"}`` pairs (structured-output judges answer so)."""
+    request is then retried). Correctness details may be an object or a list of
+    ``{"key", "value"}`` pairs (structured-output judges answer so). An empty object is a
+    verdict that checked no expected item: nothing found (``scoring.Grade``). Every listed
+    excessive answer counts, blank ones too, as the official metric counts the list."""
     body = _FENCE.sub("", text.strip())
     start, end = body.find("{"), body.rfind("}")
     if start < 0 or end < start:
         raise ValueError("no JSON object in the answer")
-    verdict = json.loads(body[start:end + 1])
-    details = verdict.get("correctness_details")
+    details, excessive = _verdict_fields(json.loads(body[start:end + 1]))
     if isinstance(details, list):
         details = {str(d["key"]): d["value"] for d in details}
-    if not isinstance(details, dict) or not details:
-        raise ValueError("correctness_details is missing or empty")
+    if not isinstance(details, dict):
+        raise ValueError("correctness details are missing")
     if not all(isinstance(v, bool) for v in details.values()):
-        raise ValueError("correctness_details values must be true or false")
-    excessive = verdict.get("excessive_answers", [])
+        raise ValueError("correctness details values must be true or false")
     if not isinstance(excessive, list):
-        raise ValueError("excessive_answers must be a list")
-    return Grade(found=dict(details), excessive=[str(x) for x in excessive if str(x).strip()])
+        raise ValueError("excessive answers must be a list")
+    return Grade(found=dict(details), excessive=[str(x) for x in excessive])
 
 
 def empty_grade(row: dict[str, Any]) -> Grade:
@@ -203,7 +219,7 @@ class DeepSearchJudge:
         grades: dict[int, Grade] = {}
         todo = []
         for i, (row, response) in enumerate(zip(rows, responses, strict=True)):
-            if not split_items(response):
+            if is_blank(response):
                 grades[i] = empty_grade(row)
                 continue
             cached = self.cache.get(self.key(row, response))

@@ -8,8 +8,11 @@ in order, with a query that finds each, and the names that must be read on each 
 from __future__ import annotations
 
 import random
+from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from a2rl.task.base import text_key
 
 from .world import Entity, World
 
@@ -169,28 +172,29 @@ class QuestionMaker:
 
 
 def make_questions(world: World, n: int, seed: int, prefix: str,
-                   avoid: set[str] | frozenset[str] = frozenset(),
-                   max_tries: int = 200) -> list[Question]:
-    """``n`` distinct questions drawn from ``seed`` whose entities are not in ``avoid``. The
-    templates take turns (about n / 6 questions each); a template that yields nothing new in
-    ``max_tries`` draws in a row is used up and the others go on."""
+                   avoid: Collection[str] = frozenset(), max_tries: int = 200,
+                   taken: Collection[str] = frozenset()) -> list[Question]:
+    """``n`` distinct questions drawn from ``seed`` whose entities are not in ``avoid`` and
+    whose texts' keys (``text_key``) are not in ``taken``. The templates take turns (about
+    n / 6 questions each); a template that yields nothing new in ``max_tries`` draws in a row
+    is used up and the others go on."""
     rng = random.Random(f"questions|{seed}")
     maker = QuestionMaker(world, rng)
     out: list[Question] = []
-    seen: set[str] = set()
+    seen: set[str] = set(taken)
     live = list(maker.TEMPLATES)
     failures = dict.fromkeys(live, 0)
     turn = 0
     while len(out) < n and live:
         template = live[turn % len(live)]
         q = maker.draw(f"{prefix}-{len(out):04d}", template)
-        if q is None or q.question in seen or avoid & set(q.entities):
+        if q is None or text_key(q.question) in seen or any(e in avoid for e in q.entities):
             failures[template] += 1
             if failures[template] >= max_tries:
                 live.remove(template)
             continue
         failures[template] = 0
-        seen.add(q.question)
+        seen.add(text_key(q.question))
         out.append(q)
         turn += 1
     if len(out) < n:

@@ -11,7 +11,9 @@ follow, as in the DeepSearchQA reference code:
 * ``partially_correct``: the rest (some but not all found);
 * precision = found / (found + excessive), recall = found / expected, and their F1.
 
-An empty response is never correct: it finds nothing.
+An empty response is never correct: it finds nothing. A verdict that checks no expected item
+(the judge's empty correctness details) finds nothing either; the official metric would count
+it fully correct when it lists nothing excessive (see docs/tasks-deepsearchqa.md).
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ _SPLIT = re.compile(r"\s*(?:[,;\n/&]|\band\b|\bor\b)\s*", re.IGNORECASE)
 
 @dataclass
 class Grade:
-    found: dict[str, bool]  # expected item -> whether the response contains it
+    # expected item -> whether the response contains it; empty when a judge checked no item,
+    # which finds nothing (not fully correct, as the official metric would have it)
+    found: dict[str, bool]
     excessive: list[str] = field(default_factory=list)
 
     @property
@@ -76,6 +80,12 @@ def normalise(text: str) -> str:
     return " ".join(words)
 
 
+def is_blank(response: str) -> bool:
+    """No answer at all (whitespace only): never correct, never sent to a judge. Decided on
+    the raw text, before ``normalise`` drops articles: "A" can be the expected answer."""
+    return not (response or "").strip()
+
+
 def split_items(answer: str) -> list[str]:
     """The items of a listed answer ("A, B and C" -> A, B, C), normalised, empties dropped."""
     return [n for n in (normalise(part) for part in _SPLIT.split(answer or "")) if n]
@@ -99,12 +109,14 @@ def match_answer(expected: list[str], answer: str) -> Grade:
 
 
 def summarise(grades: list[Grade], groups: list[str] | None = None) -> dict[str, float]:
-    """The breakdown of a list of grades: the share of each outcome (0-100), mean precision,
-    recall and F1 (0-100), and fully-correct rates per group (``correct_<group>``)."""
+    """The breakdown of a list of grades: the share of each outcome (0-100), the share that
+    checked no expected item (``unchecked_pct``: where a2rl and the official metric part), mean
+    precision, recall and F1 (0-100), and fully-correct rates per group (``correct_<group>``)."""
     n = len(grades)
     if not n:
         return {}
     out = {f"{o}_pct": 100.0 * sum(g.outcome == o for g in grades) / n for o in OUTCOMES}
+    out["unchecked_pct"] = 100.0 * sum(not g.found for g in grades) / n
     out["precision"] = 100.0 * sum(g.precision for g in grades) / n
     out["recall"] = 100.0 * sum(g.recall for g in grades) / n
     out["f1"] = 100.0 * sum(g.f1 for g in grades) / n

@@ -1,7 +1,8 @@
 """DeepSearchQA (L3, search and judge): the model answers multi-step questions by acting in a
 search environment (``search_env.SearchEnv``: search[...], open[n], next page, answer[...]) for
 at most ``max_steps`` actions; the item scores 1 when its answer is fully correct (every
-expected item, nothing else), the reference code's binary accuracy. The breakdown holds F1,
+expected item, nothing else: DeepSearchQA's headline, stricter than the paper's reference code,
+docs/deviations.md). The breakdown holds F1,
 precision, recall and the four outcome buckets (``scoring.py``).
 
 Two sources:
@@ -29,7 +30,7 @@ import a2rl.task.envs as envs_module
 from a2rl.common.files import iter_jsonl, write_jsonl_atomic
 from a2rl.common.layout import PreparedTaskPaths
 from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
-from a2rl.task.base import EvalResult, GradingUnavailable, ReplyScore, Task
+from a2rl.task.base import EvalResult, GradingUnavailable, ReplyScore, Task, text_key
 from a2rl.task.envs import ExpertPolicy, GeneratorPolicy, PromptFormat, play
 
 from . import scoring
@@ -43,6 +44,7 @@ CACHE_DIR = "cache"     # the web and judge caches and call logs, in sealed/
 
 
 class DeepSearchTask(Task):
+    metric = "accuracy: fully correct answers (every expected item, nothing else)"
     item_fields = ("id", "question", "answers", "answer_type")
 
     def __init__(self, cfg: TaskConfig, data_root: Path):
@@ -59,6 +61,12 @@ class DeepSearchTask(Task):
         self.judge_spent_usd = 0.0  # over this task object's evaluations (one run)
 
     # ---- data -------------------------------------------------------------------------------
+
+    def data_files(self) -> list[Path]:
+        d = self.params.dsqa
+        if self.params.source != "dsqa" or d.hf_id:
+            return []
+        return [Path(d.path) if Path(d.path).is_absolute() else self.data_root / d.path]
 
     def prepare(self, out: PreparedTaskPaths) -> dict[str, Any]:
         started = time.monotonic()
@@ -111,6 +119,30 @@ class DeepSearchTask(Task):
             "expert_success_train": demos["expert_success"],
             "policies": self.policy_scores(test_rows, backend, names_by_kind(docs)),
         }
+
+    def twin_split(self, prepared: PreparedTaskPaths, folder: Path, seed: int) -> Path | None:
+        """As many questions as the test split from the same world, drawn from ``seed``: none
+        of train's or test's, and, as train's, none about an entity a test question asks
+        about; answered from a copy of the sealed search index. Train's questions cover most
+        of the world, so most twin questions ask about entities train asks about too, and a
+        template train has used up (founder_country, 4 hops, at the default sizes) is rarer
+        than in test: if anything the twin is easier for a model that learnt train, and the
+        check errs towards not flagging. The real questions are a fixed pool: None."""
+        if self.params.source != "world":
+            return None
+        from .questions import make_questions
+        from .world import World
+
+        p = self.params
+        test = self._rows(prepared.test)
+        train = list(iter_jsonl(prepared.data / "train_questions.jsonl"))
+        twin = make_questions(World.build(p.world_seed, p.world), len(test), seed, "twin",
+                              avoid={e for row in test for e in row["entities"]},
+                              taken={text_key(row["question"]) for row in test + train})
+        shutil.rmtree(folder / SEARCH_DIR, ignore_errors=True)
+        shutil.copytree(prepared.sealed / SEARCH_DIR, folder / SEARCH_DIR)
+        write_jsonl_atomic(folder / "twin.jsonl", [q.to_dict() for q in twin])
+        return folder / "twin.jsonl"
 
     def _prepare_dsqa(self, out: PreparedTaskPaths) -> dict[str, Any]:
         from .dsqa_data import load_dsqa, split_dsqa

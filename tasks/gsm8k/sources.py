@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from a2rl.config.types import ConfigError
+from a2rl.task.base import text_key
 
 from .extract import gold_of, normalize_number
 from .params import SourceParams
@@ -27,7 +28,7 @@ POOL_SPLIT = {"train": "train", "validation": "train", "test": "test"}
 
 def normalize_question(question: str) -> str:
     """The key two questions are compared by when de-duplicating splits."""
-    return " ".join(question.casefold().split())
+    return text_key(question)
 
 
 def _gsm8k_item(raw: dict[str, Any], item_id: str) -> dict[str, Any]:

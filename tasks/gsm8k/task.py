@@ -84,6 +84,7 @@ def draw_split(source, role: str, seed: int, size: int | None,
 
 
 class GSM8KTask(Task):
+    metric = "accuracy: exact match of the final number"
     item_fields = ("gold",)
 
     def __init__(self, cfg: TaskConfig, data_root: Path):
@@ -94,6 +95,16 @@ class GSM8KTask(Task):
             raise ConfigError("task.feedback=validation needs task.params.validation_size > 0")
 
     # ---- data -------------------------------------------------------------------------------
+
+    def data_files(self) -> list[Path]:
+        src = self.params.source
+        return ([self.data_root / src.path / f"{split}.jsonl" for split in ("train", "test")]
+                if src.kind == "jsonl" else [])
+
+    def data_status(self) -> str:
+        if self.params.source.kind == "hf":
+            return f"from the Hub at prepare ({self.params.source.hf_id})"
+        return super().data_status()
 
     def prepare(self, out: PreparedTaskPaths) -> dict[str, Any]:
         p = self.params

@@ -87,6 +87,7 @@ def split_problems(problems: list[dict[str, Any]], p: HumanEvalParams
 
 
 class HumanEvalTask(Task):
+    metric = "pass@1 (greedy)"
     item_fields = ("code_prompt", "entry_point", "test")
 
     def __init__(self, cfg: TaskConfig, data_root: Path):

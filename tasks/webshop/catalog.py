@@ -19,7 +19,8 @@ A near miss ranks with its target in search, so search alone does not win. Every
 is checked with the reward itself: the best purchase of it scores under 1. Families are split
 into train and test targets by a seeded shuffle; the goals themselves are drawn by the loader
 (``products.human_goals``, WebShop's way), so train and test goals have disjoint target
-products and come from disjoint seeds.
+products and come from disjoint seeds. A twin split's goals (``WebShopTask.twin_split``) are
+``fresh`` families of this generator, drawn at grading time and added to the catalog.
 """
 
 from __future__ import annotations
@@ -28,8 +29,11 @@ import itertools
 import random
 import re
 import string
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from a2rl.task.base import text_key
 
 from .products import instruction_without_price
 from .reward import fuzzy_match, normalize_color, purchase_reward
@@ -239,19 +243,42 @@ def best_reward(raw: dict[str, Any], attributes: list[str], goal: dict[str, Any]
                for combo in combos)
 
 
+def instruction_key(text: str) -> str:
+    """What two instructions are compared by: the text without its price clause (a goal drawn
+    for the same product wants the same things whatever its price bound)."""
+    return text_key(instruction_without_price(text).strip("."))
+
+
+def kinds(n_families: int) -> list[ProductType]:
+    """The product type of each of a catalog's ``n_families`` families: the types in turn."""
+    return [TYPES[k % len(TYPES)] for k in range(n_families)]
+
+
 class CatalogMaker:
     """Writes the offline catalog; ``make(n_families)`` gives WebShop's three files' contents,
-    the targets, each family's ASINs (target first) and a search query per instruction."""
+    the targets, each family's ASINs (target first) and a search query per instruction.
+    ``taken_asins``: ASINs the made products must not have (a catalog they are added to)."""
 
-    def __init__(self, seed: int, near_misses: int = 3):
+    def __init__(self, seed: int, near_misses: int = 3, taken_asins: Iterable[str] = ()):
         self.rng = random.Random(seed)
         self.near_misses = near_misses
-        self.asins: set[str] = set()
+        self.asins: set[str] = set(taken_asins)
 
     def make(self, n_families: int) -> dict[str, Any]:
+        return self.families(kinds(n_families))
+
+    def fresh(self, n: int, n_families: int, taken: Collection[str]) -> dict[str, Any]:
+        """``n`` more families in ``make``'s format, their types drawn as a split's targets
+        are drawn from a catalog of ``n_families``, none whose instruction's key
+        (``instruction_key``) is in ``taken``: a twin split's goals."""
+        return self.families(self.rng.sample(kinds(n_families), n), taken)
+
+    def families(self, types: list[ProductType], taken: Collection[str] = ()
+                 ) -> dict[str, Any]:
+        """A family of each of ``types``, in ``make``'s format."""
         products, attributes, instructions, targets, queries, families = [], {}, {}, [], {}, []
-        for k in range(n_families):
-            family = self._family(TYPES[k % len(TYPES)])
+        for kind in types:
+            family = self._family(kind, taken)
             for raw, attrs in family["products"]:
                 products.append(raw)
                 attributes[raw["asin"]] = {"attributes": attrs}
@@ -267,13 +294,15 @@ class CatalogMaker:
                 "instructions": instructions, "targets": targets, "queries": queries,
                 "families": families}
 
-    def _family(self, kind: ProductType) -> dict[str, Any]:
+    def _family(self, kind: ProductType, taken: Collection[str] = ()) -> dict[str, Any]:
         for _ in range(50):
             family = self._try_family(kind)
-            if family is not None:
+            if family is not None and instruction_key(
+                    family["instruction"]["instruction"]) not in taken:
                 return family
         raise RuntimeError(f"no valid product family for {kind.query!r} in 50 tries: its "
-                           "vocabulary makes near misses that still match")
+                           "vocabulary makes near misses that still match, or instructions "
+                           "already taken")
 
     def _try_family(self, kind: ProductType) -> dict[str, Any] | None:
         rng = self.rng

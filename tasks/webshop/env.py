@@ -46,7 +46,7 @@ except ImportError:  # inside an agent's sandbox: the copy next to this package
 from thefuzz import fuzz
 
 from .products import instruction_without_price
-from .reward import FUZZY_MATCH, normalize_color, purchase_reward
+from .reward import FUZZY_MATCH, goal_option_values, normalize_color, purchase_reward
 from .search import SearchIndex
 
 RESULTS_PER_PAGE = 10  # WebShop's PRODUCT_WINDOW
@@ -69,9 +69,9 @@ _ACTION = re.compile(r"^\s*(\w+)\s*\[(.*)\]\s*$", re.DOTALL)
 
 
 class Shop:
-    """A catalog, its search index and a goals file, loaded once per folder."""
+    """A catalog, its search index and a goals file, loaded once per version of the goals file."""
 
-    _loaded: dict[tuple[str, str], Shop] = {}
+    _loaded: dict[tuple[str, str], tuple[tuple[int, int], Shop]] = {}
 
     def __init__(self, folder: Path, goals_file: str):
         products = json.loads((folder / CATALOG).read_text())
@@ -93,12 +93,16 @@ class Shop:
         if not path or not goal_id:
             raise ValueError(f"WebShop game {game!r}: expected <folder>/<goals file>#<goal id>")
         file = Path(path).resolve()
-        key = (str(file.parent), file.name)
-        if key not in cls._loaded:
-            if not file.is_file():
-                raise FileNotFoundError(f"WebShop goals file not found: {file}")
-            cls._loaded[key] = cls(file.parent, file.name)
-        shop = cls._loaded[key]
+        if not file.is_file():
+            raise FileNotFoundError(f"WebShop goals file not found: {file}")
+        # keyed on the file's version too: a shop folder written again in this process (a
+        # twin split drawn anew, a re-run prepare) is loaded again, not served stale
+        stat = file.stat()
+        key, version = (str(file.parent), file.name), (stat.st_mtime_ns, stat.st_size)
+        cached = cls._loaded.get(key)
+        if cached is None or cached[0] != version:
+            cached = cls._loaded[key] = (version, cls(file.parent, file.name))
+        shop = cached[1]
         if goal_id not in shop.goals:
             raise KeyError(f"WebShop game {game!r}: no goal {goal_id!r} in {file}")
         return shop, shop.goals[goal_id]
@@ -312,13 +316,9 @@ class WebShopEnv(TextEnv):
             return f"click[{PREV}]"
         if self.page == "item":
             options = self._product()["options"]
-            for wanted in self._goal_options():
+            for wanted in goal_option_values(self.goal):
                 match = best_option(options, wanted)
                 if match and self.options.get(match[0]) != match[1]:
                     return f"click[{match[1]}]"
             return f"click[{BUY}]"
         return None
-
-    def _goal_options(self) -> list[str]:
-        options = self.goal.get("goal_options") or []
-        return list(options.values()) if isinstance(options, dict) else list(options)

@@ -35,10 +35,10 @@ from a2rl.task.envs import (
 )
 
 from . import products as products_module
-from .catalog import CatalogMaker
+from .catalog import CatalogMaker, instruction_key
 from .env import BACK, BUY, CATALOG, INDEX, PROMPT, SETTINGS, WebShopEnv
 from .params import WebShopParams
-from .reward import title_tagger
+from .reward import title_tagger, title_tagger_deviation
 from .search import SearchIndex
 
 WEBSHOP_TEST_SPLIT, WEBSHOP_TRAIN_START = 500, 1500  # WebShop's goal index split
@@ -88,18 +88,26 @@ class DetourExpert:
         return out
 
 
+def tagger_record() -> dict[str, str | None]:
+    """The title-noun finder the reward used and how it departs from the reference code's:
+    in every result and manifest, so a score from the stand-in is never read as WebShop's."""
+    return {"title_tagger": title_tagger(), "title_tagger_deviation": title_tagger_deviation()}
+
+
 def breakdown(rows: list[dict[str, Any]], rewards: list[float],
-              steps: list[int]) -> dict[str, float]:
-    """Both success rates, the mean reward, and the mean reward by category."""
+              steps: list[int]) -> dict[str, Any]:
+    """Both success rates, the mean reward, the mean reward by category, and the title-noun
+    finder in use (``tagger_record``)."""
     n = max(1, len(rewards))
     out = {"success_pct": 100.0 * sum(r >= 1.0 - 1e-9 for r in rewards) / n,
            "success_ge_half_pct": 100.0 * sum(r >= 0.5 for r in rewards) / n,
            "mean_reward": sum(rewards) / n, "mean_steps": sum(steps) / max(1, len(steps))}
     categories = [row.get("category", "unknown") for row in rows]
-    return out | score_by_group(categories, rewards, "score")
+    return out | score_by_group(categories, rewards, "score") | tagger_record()
 
 
 class WebShopTask(Task):
+    metric = "mean reward (WebShop's score in [0, 1]) x 100"
     def __init__(self, cfg: TaskConfig, data_root: Path):
         super().__init__(cfg, data_root)
         self.params = WebShopParams.from_dict(cfg.params)
@@ -110,6 +118,11 @@ class WebShopTask(Task):
             max_history_chars=PROMPT.max_history_chars)
 
     # ---- catalog and goals ---------------------------------------------------------------
+
+    def data_files(self) -> list[Path]:
+        p = self.params
+        return ([Path(f) for f in (p.product_file, p.attribute_file, p.human_instruction_file)
+                 if f] if p.source == "webshop" else [])
 
     def _procedural(self, folder: Path) -> tuple[list[dict], list[dict], list[dict], dict]:
         """Generate the catalog, write it in WebShop's formats to ``folder``, load it back
@@ -191,18 +204,13 @@ class WebShopTask(Task):
         test = self._with_ids(test, "test", facts["queries"])
         loaded_s = time.monotonic() - started
 
-        sealed_games.mkdir(parents=True)
-        (sealed_games / CATALOG).write_text(json.dumps(products))
-        (sealed_games / SETTINGS).write_text(json.dumps({"results_per_page": p.results_per_page}))
         indexed = time.monotonic()
-        SearchIndex.build(products).save(sealed_games / INDEX)
+        self._write_shop(sealed_games, products)
         index_s = time.monotonic() - indexed
         shutil.copytree(sealed_games, data_games)  # one catalog and index, built once
         write_jsonl_atomic(sealed_games / "goals.jsonl", test)
         write_jsonl_atomic(data_games / "goals.jsonl", train)
-        rows = [{"id": g["id"], "game": f"games/goals.jsonl#{g['id']}", "asin": g["asin"],
-                 "category": g["category"], "instruction": g["instruction_text"]} for g in test]
-        write_jsonl_atomic(out.test, rows)
+        write_jsonl_atomic(out.test, self._split_rows(test))
         out.validation.unlink(missing_ok=True)
 
         train_games = [f"{data_games / 'goals.jsonl'}#{g['id']}" for g in train]
@@ -222,11 +230,55 @@ class WebShopTask(Task):
                       "trajectories": len(demos["trajectories"])},
             "test_categories": {c: categories.count(c) for c in sorted(set(categories))},
             "expert_train": demos["expert"], "expert_test": expert_test,
-            "random_baseline": random_baseline, "title_tagger": title_tagger(),
+            "random_baseline": random_baseline, **tagger_record(),
             "seconds": {"catalog": round(loaded_s, 1), "index": round(index_s, 2),
                         "total": round(time.monotonic() - started, 1)},
             "params": p.to_dict(),
         }
+
+    def twin_split(self, prepared: PreparedTaskPaths, folder: Path, seed: int) -> Path | None:
+        """As many goals as the test split, each on a fresh family of the catalog's generator
+        (a target and its near misses, drawn from ``seed``), played in the sealed catalog with
+        those families added (its ASINs kept out of theirs); no instruction is train's or
+        test's. WebShop's own goals are a fixed pool: None."""
+        if self.params.source != "procedural":
+            return None
+        p = self.params
+        sealed = prepared.sealed / "games"
+        test = list(iter_jsonl(sealed / "goals.jsonl"))
+        taken = {instruction_key(g["instruction_text"])
+                 for g in test + list(iter_jsonl(prepared.data / "games" / "goals.jsonl"))}
+        catalog = json.loads((sealed / CATALOG).read_text())
+        made = CatalogMaker(seed, p.near_misses, (x["asin"] for x in catalog)).fresh(
+            len(test), p.train_goals + p.test_goals, taken)
+        rng = random.Random(f"twin|{seed}")
+        fresh = [products_module.convert_product(raw, made["attributes"], rng)
+                 for raw in made["products"]]
+        goals = self._with_ids(products_module.human_goals(fresh, made["instructions"], seed),
+                               "twin", made["queries"])
+        shop = catalog + fresh
+        rng.shuffle(shop)  # the fresh products among the others, as the sealed catalog's are
+        shutil.rmtree(folder / "games", ignore_errors=True)
+        self._write_shop(folder / "games", shop)
+        write_jsonl_atomic(folder / "games" / "goals.jsonl", goals)
+        write_jsonl_atomic(folder / "twin.jsonl", self._split_rows(goals))
+        return folder / "twin.jsonl"
+
+    def _write_shop(self, games: Path, products: list[dict[str, Any]]) -> None:
+        """A shop folder for goals to be played in: the catalog, its page settings and its
+        search index."""
+        games.mkdir(parents=True)
+        (games / CATALOG).write_text(json.dumps(products))
+        (games / SETTINGS).write_text(json.dumps({"results_per_page":
+                                                  self.params.results_per_page}))
+        SearchIndex.build(products).save(games / INDEX)
+
+    @staticmethod
+    def _split_rows(goals: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A split file's rows: each goal as a game of the shop folder ``games/`` next to it."""
+        return [{"id": g["id"], "game": f"games/goals.jsonl#{g['id']}", "asin": g["asin"],
+                 "category": g["category"], "instruction": g["instruction_text"]}
+                for g in goals]
 
     def rollouts(self) -> Rollouts:
         """The shop copied to ``data/webshop_env/``, rewarded by the episode's final score

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from a2rl.analysis.deviations import task_links
 from a2rl.analysis.leaderboard import (
     bootstrap_ci,
     build_leaderboard,
@@ -210,9 +211,12 @@ def test_leaderboard_aggregates_seeds(tmp_path):
     assert metrics["levels"]["L1"]["sft"]["none"]["n_runs"] == 2
     assert metrics["levels"]["L1"]["sft"]["none"]["infra_failed"] == 1
     md = layout.leaderboard_md.read_text()
-    assert ("| gsm8k_arith | L1 | sft | none | 2 | 1 | 42.00 | 2.83 | 40.00 | 44.00 | 43.17 | "
+    # the task links to its deviations row (tests/analysis/test_deviations.py)
+    href = task_links({"gsm8k_arith"}, layout.leaderboard_md.parent)["gsm8k_arith"]
+    task = f"[gsm8k_arith]({href})"
+    assert (f"| {task} | L1 | sft | none | 2 | 1 | 42.00 | 2.83 | 40.00 | 44.00 | 43.17 | "
             "43.17 | 43.17 | 20.00 | +22.00 | 44.00 | 0.0000 | 0 |") in md
-    assert "| gsm8k_arith | L1 | noop | none | 1 | 0 | 20.00 | – | – | – | 20.00 | – | – |" in md
+    assert f"| {task} | L1 | noop | none | 1 | 0 | 20.00 | – | – | – | 20.00 | – | – |" in md
     assert "## By level" in md
     levels = pd.read_csv(layout.leaderboard_levels_csv)
     assert list(levels["agent"]) == ["sft", "noop"]

@@ -12,17 +12,19 @@ import yaml
 
 from a2rl.analysis.transcripts import (
     MAX_OUTPUT,
-    NORMALISERS,
     TranscriptError,
     Turn,
     link_llm_calls,
     normalise,
 )
+from a2rl.common.plugins import usable
 from checkout import REPO
 
 FIXTURES = REPO / "tests" / "fixtures" / "transcripts"
 SCRIPT = yaml.safe_load((FIXTURES / "script.yaml").read_text())
 SCRIPT_COMMANDS = [t["shell"] for t in SCRIPT["turns"] if "shell" in t]
+# a replayed run of each built-in stack (a2rl.llm.stacks.<name>)
+STACKS = sorted(p.name for p in FIXTURES.iterdir() if (p / "transcript.jsonl").is_file())
 # stacks whose results carry the command's exit status
 EXIT_CODES = {"codex", "opencode", "mini_swe_agent", "openhands"}
 
@@ -32,7 +34,7 @@ def calls_of(stack: str) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-@pytest.mark.parametrize("stack", sorted(NORMALISERS))
+@pytest.mark.parametrize("stack", STACKS)
 def test_transcript_has_the_scripts_commands_in_order(stack):
     transcript = normalise(stack, FIXTURES / stack / "transcript.jsonl", calls_of(stack))
     assert len(transcript.commands) == len(SCRIPT_COMMANDS) == 6
@@ -46,7 +48,7 @@ def test_transcript_has_the_scripts_commands_in_order(stack):
         assert [r.exit_code for r in results][:5] == [0] * 5
 
 
-@pytest.mark.parametrize("stack", sorted(NORMALISERS))
+@pytest.mark.parametrize("stack", STACKS)
 def test_model_responses_are_linked_to_the_proxys_calls(stack):
     calls = calls_of(stack)
     transcript = normalise(stack, FIXTURES / stack / "transcript.jsonl", calls)
@@ -84,10 +86,15 @@ def test_long_outputs_are_cut_and_errors_kept(tmp_path):
 def test_unknown_stack_and_empty_transcript_are_refused(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_text("plain text only\n")
-    with pytest.raises(TranscriptError, match="no transcript normaliser"):
+    with pytest.raises(TranscriptError, match="no transcript reader: no stack plugin 'aider'"):
         normalise("aider", path)
     with pytest.raises(TranscriptError, match="no JSON events"):
         normalise("claude_code", path)
+
+
+def test_every_built_in_stack_has_a_replayed_transcript():
+    assert STACKS == sorted(name for name, plugin in usable("stacks").items()
+                            if plugin.built_in)
 
 
 def test_linking_without_tokens_or_times_goes_in_order():

@@ -25,7 +25,7 @@ from a2rl.analysis.transcripts import TranscriptError, read_lines
 from a2rl.common.layout import PreparedTaskPaths, RunPaths
 from a2rl.common.records import RunRecord
 from a2rl.config.compose import compose
-from a2rl.llm.stacks import STACKS
+from a2rl.llm.stacks import stack_of
 from a2rl.pipeline import stages
 from checkout import FIXTURE_DATA
 
@@ -144,7 +144,7 @@ def test_transcript_swapped_for_a_link_fifo_or_sparse_file_is_not_collected(tmp_
     agent_dir, sealed = tmp_path / "agent", tmp_path / "sealed.jsonl"
     agent_dir.mkdir()
     sealed.write_text(json.dumps({"text": SEALED}) + "\n")
-    name = getattr(STACKS[stack], "TRAJECTORY", "transcript.jsonl")
+    name = getattr(stack_of(stack), "TRAJECTORY", "transcript.jsonl")
     if kind == "link":
         (agent_dir / name).symlink_to(sealed)
     elif kind == "fifo":
@@ -155,7 +155,7 @@ def test_transcript_swapped_for_a_link_fifo_or_sparse_file_is_not_collected(tmp_
     dest = tmp_path / "run" / "transcript.jsonl"
     dest.parent.mkdir()
     collected, _ = finishes_within(
-        20, lambda: STACKS[stack].collect_transcript(agent_dir, dest))
+        20, lambda: stack_of(stack).collect_transcript(agent_dir, dest))
     assert collected is False and not dest.exists() and not dest.is_symlink()
     assert sealed.read_text().startswith("{")  # the target is left alone
 

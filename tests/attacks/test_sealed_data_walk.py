@@ -29,6 +29,7 @@ from hostile_sandbox import SEALED_TEXT, attack, make_cell
 from sealed_needles import needles
 
 from a2rl.isolation.sandbox import TOOLS
+from a2rl.pipeline.agent_plugins import agent_folder
 from a2rl.pipeline.runner import write_tools
 
 pytestmark = pytest.mark.attacks
@@ -124,7 +125,8 @@ def test_no_sealed_item_is_readable_in_the_sandbox(tmp_path, agent_python):
     tools = cell.run / "tools"
     for path in sorted(tools.rglob("*"), reverse=True):
         path.unlink() if path.is_file() else path.rmdir()
-    write_tools(tools, cell.sandbox.interpreter, TOOLS)  # the client and the reference agents
+    # the client and the reference agents
+    write_tools(tools, cell.sandbox.interpreter, TOOLS, agent_folder("noop"))
 
     started = time.monotonic()
     walk = attack(cell, WALK, json.dumps(search), str(CAP), "/", timeout_s=1500).result

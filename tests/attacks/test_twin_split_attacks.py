@@ -37,7 +37,14 @@ SIZES = {"gsm8k_arith": ["task.params.test_size=8", "task.params.train_size=16",
                          "task.inference.max_new_tokens=8"],
          # quests of 3-4 steps across rooms: a walkthrough is the layout's, not the goal's
          "household": ["task.params.test_games=8", "task.params.rooms=[2,3]",
-                       "task.params.quest_length=[3,4]", "task.params.max_steps=8"]}
+                       "task.params.quest_length=[3,4]", "task.params.max_steps=8"],
+         # the interactive twins in a real cell (honest model only: training on every step of
+         # their sessions is slow; tests/attacks/test_twin_split_memoriser.py flags a memoriser)
+         "webshop": ["task.params.test_goals=8", "task.params.train_goals=12",
+                     "task.params.max_steps=6", "task.params.max_new_tokens=8",
+                     "+task.params.trajectories_per_goal=1", "+task.params.random_seeds=1"],
+         "deepsearchqa_world": ["task.params.test_questions=8", "task.params.train_questions=24",
+                                "task.params.max_steps=4", "task.params.max_new_tokens=8"]}
 
 
 def cell(root, task: str):

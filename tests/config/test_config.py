@@ -359,3 +359,11 @@ def test_every_hub_model_and_dataset_in_conf_names_a_commit():
     for task in ("alpacaeval", "alpacaeval_gpt52"):
         params = AlpacaEvalParams.from_dict(compose([f"task={task}"]).task.params)
         assert HUB_COMMIT.match(params.hf_revision) and HUB_COMMIT.match(params.alpaca_revision)
+
+
+@pytest.mark.parametrize("grid", ["ci", "smoke", DEFAULT_GRID])
+def test_a_grid_without_a_label_is_labelled_by_its_own_name(grid):
+    """Not by the default grid's: `a2rl run grid=ci` once filed its summary under "quick", since
+    the structured defaults had already run GridConfig's __post_init__ on the default grid."""
+    assert compose([f"grid={grid}"]).grid.label == grid
+    assert compose([f"grid={grid}", "++grid.label=x-1"]).grid.label == "x-1"

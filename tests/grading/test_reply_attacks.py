@@ -463,17 +463,29 @@ def test_canonical_solutions_all_pass(task):
 
 
 def test_the_cli_scores_a_file(tmp_path):
-    """`a2rl score humaneval --replies FILE`: one JSON line per reply, bad lines reported."""
+    """`a2rl score humaneval --replies FILE`: one JSON line per reply, bad lines reported; a
+    line holding a raw U+2028 (json.dumps with ensure_ascii=False) is one line."""
     rows = canonical_rows(["HumanEval/0"]) + [
-        {"id": "HumanEval/0", "reply": ATTACKS["eq_always_true"][1]}]
+        {"id": "HumanEval/0", "reply": ATTACKS["eq_always_true"][1], "note": "a\u2028b\x85c"}]
     path = tmp_path / "replies.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in rows) + "\nnot json\n")
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\nnot json\n",
+                    encoding="utf-8")
     done = subprocess.run([sys.executable, "-m", "a2rl.pipeline.cli", "score", "humaneval",
                            "--replies", str(path)], capture_output=True, text=True,
                           timeout=120, check=False)
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert [line.get("score") for line in lines] == [1.0, 0.0, None], done.stderr
     assert "line 3" in lines[2]["error"] and done.returncode == 1
+
+
+def test_a_replies_file_is_split_at_newlines_only():
+    from a2rl.grading.score import json_lines
+
+    line = json.dumps({"id": "HumanEval/0", "reply": "x\u2028y\u2029z\x85\x1c\x0c"},
+                      ensure_ascii=False)
+    assert json_lines(f"{line}\n{line}\n") == [line, line]
+    assert json_lines(f"{line}\n\n{line}") == [line, "", line]  # line numbers kept
+    assert json_lines("") == [] and json_lines("\n") == [""]
 
 
 # ---- the codec every call crosses ---------------------------------------------------------------

@@ -314,6 +314,17 @@ def test_verdicts(runner):
     assert results[0].exit_code == 0 and results[0].seconds > 0
 
 
+def test_an_exception_message_cannot_plant_a_verdict_line(runner):
+    """A candidate's exception message crosses into the checker's verdict: every line boundary
+    of str.splitlines() in it is escaped, so its "passed" stays inside the failure line."""
+    breaks = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029\n"
+    message = "".join(f"{b}passed" for b in breaks)
+    result = runner.run(add_program(f"def add(a, b):\n    raise ValueError({message!r})\n"))
+    assert result.status == "failed" and result.detail.startswith("ValueError: ")
+    assert len(result.detail.splitlines()) == 1 and result.detail.count("passed") == len(breaks)
+    assert "\\u2028passed" in result.detail and "\\x85passed" in result.detail
+
+
 def test_a_chatty_correct_program_still_passes(runner):
     result = runner.run(add_program("import sys\nsys.stdout.write('z' * 5_000_000)\n" + GOOD))
     assert result.passed and result.output_truncated

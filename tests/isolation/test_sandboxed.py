@@ -81,6 +81,34 @@ def test_the_candidate_sends_what_it_cannot_encode_as_unsendable(pipes):
     assert kind == "unsendable" and "object" in text
 
 
+# every line boundary of str.splitlines(), "\r\n" as one
+LINE_BOUNDARIES = ["\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028",
+                   "\u2029"]
+
+
+@pytest.mark.parametrize("boundary", LINE_BOUNDARIES)
+def test_a_failure_message_stays_one_line_of_the_verdict(boundary):
+    text = checker.one_line(f"AssertionError: x{boundary}passed{boundary}")
+    assert len(text.splitlines()) == 1 and text.count("passed") == 1
+    assert text == "AssertionError: x" + repr(boundary)[1:-1] + "passed" + repr(boundary)[1:-1]
+
+
+def test_the_caller_reads_only_the_checkers_exact_verdict():
+    from a2rl.isolation.codeexec import read_verdict
+
+    assert read_verdict("started\npassed\n") == (True, ("passed", ""))
+    assert read_verdict("started\nfailed AssertionError: x\n") == (
+        True, ("failed", "AssertionError: x"))
+    assert read_verdict("started\ntimeout CallTimeout: 3s\n") == (
+        True, ("timeout", "CallTimeout: 3s"))
+    assert read_verdict("started\n") == (True, None)  # the checker died before its verdict
+    assert read_verdict("") == (False, None)
+    for forged in ("started\nfailed E: x\npassed\n", "started\npassed\npassed\n",
+                   "started\npassed", "started\npassed now\n", "started\nfailed\n",
+                   "started\r\npassed\n", "started\n\u2028passed\n", "passed\nstarted\n"):
+        assert read_verdict(forged)[1] is None, forged
+
+
 @pytest.mark.parametrize("part", sandboxed.PARTS)
 def test_each_source_is_plaindata_common_and_its_part_in_one_program(part):
     module = {"candidate": candidate, "checker": checker}[part]

@@ -14,14 +14,14 @@ import pytest
 
 from a2rl.common.interpreter import base_interpreter
 from a2rl.common.layout import RunPaths
-from a2rl.config.compose import compose, conf_dir
+from a2rl.common.plugins import usable
+from a2rl.config.compose import compose, group_options
 from a2rl.config.types import ConfigError
 from a2rl.isolation.sandbox import RELAY, Sandbox
 from a2rl.llm.drivers import DriverKeyMissing, StackRun, check_driver, replay_script
 from a2rl.llm.stacks import (
     AGENT_DIR_VIEW,
     CLI_VIEW,
-    STACKS,
     AgentNotInstalled,
     LaunchContext,
     UnknownStack,
@@ -37,8 +37,11 @@ from a2rl.llm.wire import ANTHROPIC, GEMINI, OPENAI_CHAT, OPENAI_RESPONSES
 TOOLS = "/opt/tools/x/1.0"
 PROXY = "http://127.0.0.1:4242"
 KEY = "a2rl-dummy"
-LLM_AGENTS = sorted(p.stem for p in (conf_dir() / "agent").glob("*.yaml")
-                    if compose([f"agent={p.stem}"]).agent.kind == "llm")
+# the stacks a2rl registers itself (pyproject.toml, entry-point group a2rl.stacks)
+BUILT_IN = ("claude_code", "codex", "gemini_cli", "mini_swe_agent", "opencode", "openhands")
+STACKS = {name: stack_of(name) for name in BUILT_IN}
+LLM_AGENTS = [name for name in group_options("agent")
+              if compose([f"agent={name}"]).agent.kind == "llm"]
 
 
 def context(provider: str = "anthropic", model: str = "the-model") -> LaunchContext:
@@ -56,9 +59,8 @@ def untee(argv: list[str]) -> tuple[list[str], str | None]:
 
 
 def test_the_six_stacks_are_configured():
-    assert set(STACKS) == {"claude_code", "codex", "gemini_cli", "opencode", "openhands",
-                           "mini_swe_agent"}
-    assert sorted(STACKS) == LLM_AGENTS
+    assert set(BUILT_IN) <= set(usable("stacks"))
+    assert list(BUILT_IN) == LLM_AGENTS
     for name in LLM_AGENTS:
         agent = compose([f"agent={name}"]).agent
         assert (agent.stack, agent.command, agent.network) == (name, [], "llm")
@@ -193,7 +195,7 @@ def test_tools_folder_checks(tmp_path, monkeypatch):
     stack.check_installed(folder, "0.171.0")
     monkeypatch.setenv("A2RL_AGENT_TOOLS", "/shared/tools")
     assert tools_dir(tmp_path, "codex", "1") == Path("/shared/tools/codex/1")
-    with pytest.raises(UnknownStack, match="expected one of"):
+    with pytest.raises(UnknownStack, match="no stack plugin 'aider' is installed.*codex"):
         stack_of("aider")
 
 

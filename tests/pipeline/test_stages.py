@@ -85,3 +85,32 @@ def test_prepare_task_reuses_only_data_made_from_the_same_config(prepared):
     stages.prepare_task(bigger, reuse=True)
     changed = read_json(manifest)
     assert changed["fingerprint"] != first["fingerprint"] and changed["sizes"]["test"] == 7
+
+
+def test_the_selected_submission_was_the_best_of_the_distinct_artifacts_scored_on_test(tmp_path):
+    """final_grade's winner's-curse count (stages.selected_from) on a real ledger: its valid
+    entries are a property (issue #30 found it called, which failed every test-feedback run)."""
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    for sid, digest, split in ((1, "a", "test"), (2, "b", "test"), (3, "a", "test"),
+                               (4, "c", "validation")):
+        ledger.append(score=10.0 * sid, elapsed_s=float(sid), cached=False, stderr=1.0, n=6,
+                      split=split, artifact_hash=digest, equals_base=False, model_path="output/m",
+                      valid=True, error=None, status_code=200)
+    ledger.append(elapsed_s=5.0, model_path="output/x", valid=False, error="not a model",
+                  status_code=422)
+    best = ledger.valid[1]
+    assert stages.selected_from(ledger, best) == 2  # a and b; the repeat and validation not
+    assert stages.selected_from(ledger, ledger.valid[3]) == 1  # selected on validation
+
+
+def test_a_twin_that_cannot_be_drawn_is_recorded_as_not_checked(tmp_path, monkeypatch):
+    """A generator with too few unused items left (a small DeepSearchQA world) cannot draw a
+    twin: the final grade records that, it does not fail."""
+    class Exhausted:
+        def twin_split(self, prepared, folder, seed):
+            raise RuntimeError("only 7 of 60 twin questions could be drawn")
+
+    monkeypatch.setattr(stages, "load_task_of", lambda cfg: Exhausted())
+    cfg = cell(tmp_path)
+    twin = stages._twin_check(cfg, stages.run_paths(cfg), "hash", {"score": 50.0, "stderr": 5.0})
+    assert not twin["checked"] and not twin["flagged"] and "only 7 of 60" in twin["reason"]

@@ -100,6 +100,8 @@ def test_html_report_renders_in_headless_chromium(runs, browser):
     assert index["h1"] == "Agent² RL-Bench report"
     assert {"Leaderboard", "Score against budget", "By level", "Runs"} <= set(index["h2"])
     assert_page_is_whole(index)
+    # the task cell links to its deviations row (docs/deviations.md), and it resolves (above)
+    assert any(href.endswith("docs/deviations.md#gsm8k") for href, _, _ in index["links"])
     board = index["tables"][0]
     assert board[0][:5] == ["grid", "task", "level", "agent", "driver"] and "ci_low" in board[0]
     assert board[0].index("auc") == board[0].index("ci_high") + 1  # next to the final score

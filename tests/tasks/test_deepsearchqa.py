@@ -12,11 +12,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from a2rl_tasks.deepsearchqa.policies import names_by_kind
+from a2rl_tasks.deepsearchqa.questions import QuestionMaker
+from a2rl_tasks.deepsearchqa.search_env import LocalBackend
 
 from a2rl.common.files import iter_jsonl
 from a2rl.common.layout import PreparedTaskPaths
 from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
-from a2rl.task.base import load_task
+from a2rl.task.base import load_task, text_key
 from a2rl.task.envs import ExpertPolicy, play
 from checkout import FULL_DATA, prepare_in
 
@@ -54,7 +57,7 @@ def test_world_is_reproducible_and_no_name_contains_another():
 
 
 def test_questions_need_hops_have_gold_sets_and_spare_test_entities():
-    from a2rl_tasks.deepsearchqa.questions import QuestionMaker, make_questions
+    from a2rl_tasks.deepsearchqa.questions import make_questions
     from a2rl_tasks.deepsearchqa.world import World
 
     world = World.build(0)
@@ -219,6 +222,62 @@ def test_evaluate_plays_the_test_questions_with_a_model(prepared, tiny_model, tm
     again = task.evaluate(tiny_model, split, inference)  # greedy: the same episodes
     assert [r["actions"] for r in again.records] == [r["actions"] for r in result.records]
     json.dumps(result.to_dict())
+
+
+# ---- the twin split (a2rl.grading.twin) ------------------------------------------------------
+
+TWIN_SEED = 1_104_236_181
+
+
+def test_twin_split_is_a_fresh_test_split_of_the_same_world(prepared, tmp_path):
+    task, out, _ = prepared
+    split = task.twin_split(out, tmp_path / "twin", TWIN_SEED)
+    twin, test = list(iter_jsonl(split)), list(iter_jsonl(out.test))
+    train = list(iter_jsonl(out.data / "train_questions.jsonl"))
+    # the test split's size and format, every template (not test's mix: the 300 train
+    # questions have used up most of the world's founder_country questions)
+    assert len(twin) == len(test) == 60
+    assert {tuple(r) for r in twin} == {tuple(test[0])}
+    assert {r["template"] for r in twin} == set(QuestionMaker.TEMPLATES)
+    # no question of train's or test's (ids, texts with case and spacing aside), and, as
+    # train's, none about an entity a test question asks about
+    assert not {r["id"] for r in twin} & {r["id"] for r in test + train}
+    texts = {text_key(r["question"]) for r in twin}
+    assert len(texts) == 60 and not texts & {text_key(r["question"]) for r in test + train}
+    assert not {e for r in twin for e in r["entities"]} & {e for r in test for e in r["entities"]}
+    # answered from the sealed search index, where the expert answers every question
+    assert (split.parent / "search" / "corpus.jsonl").read_bytes() == (
+        out.sealed / "search" / "corpus.jsonl").read_bytes()
+    backend = LocalBackend.load(split.parent / "search", task.params.snippet_chars)
+    assert task.policy_scores(twin, backend, names_by_kind(backend.docs))["oracle"][
+        "score"] == 100.0
+
+
+def test_twin_split_is_one_draw_per_seed(prepared, tmp_path):
+    task, out, _ = prepared
+    first = task.twin_split(out, tmp_path / "a", TWIN_SEED).read_text()
+    assert task.twin_split(out, tmp_path / "b", TWIN_SEED).read_text() == first
+    other = list(iter_jsonl(task.twin_split(out, tmp_path / "a", TWIN_SEED + 1)))
+    assert [r["question"] for r in other] != [json.loads(line)["question"]
+                                              for line in first.splitlines()]
+
+
+def test_evaluate_plays_a_twin_split_with_a_model(tiny_model, tmp_path):
+    task = load_task(world_task(test_questions=4, train_questions=12), Path("."))
+    out, _ = prepare_in(task, tmp_path / "prepared")
+    split = task.twin_split(out, tmp_path / "twin", TWIN_SEED)
+    inference = InferenceConfig(backend="hf", batch_size=4, max_new_tokens=6, torch_threads=1)
+    result = task.evaluate(tiny_model, split, inference)
+    assert result.n == 4 and set(result.per_item) <= {0.0, 1.0}
+    assert [r["id"] for r in result.records] == [r["id"] for r in iter_jsonl(split)]
+
+
+def test_the_real_questions_have_no_twin(prepared, tmp_path):
+    _, out, _ = prepared
+    real = load_task(TaskConfig(id="d", package="deepsearchqa", level="L3",
+                                params={"source": "dsqa", "backend": "web", "grader": "judge"}),
+                     Path("."))
+    assert real.twin_split(out, tmp_path / "twin", TWIN_SEED) is None
 
 
 def test_score_each_matches_final_answers(prepared):

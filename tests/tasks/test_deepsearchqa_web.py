@@ -213,6 +213,7 @@ class FakeJudge:
         self.calls = 0
         self.fail_next = 0
         self.malformed_next = 0
+        self.answer_with: str | None = None  # this text instead of the protocol's verdict
         app = FastAPI()
 
         @app.post("/v1/chat/completions")
@@ -223,7 +224,7 @@ class FakeJudge:
                 self.fail_next -= 1
                 return JSONResponse({"error": {"message": "overloaded"}}, 503)
             prompt = body["messages"][-1]["content"]
-            content = self.verdict(prompt)
+            content = self.answer_with or self.verdict(prompt)
             if self.malformed_next:
                 self.malformed_next -= 1
                 content = "The response looks right to me."
@@ -344,11 +345,73 @@ def test_verdict_parsing_accepts_the_protocols_shapes_only():
     listed = parse_verdict('{"explanation": "", "correctness_details": [{"key": "A", '
                            '"value": true}], "excessive_answers": ["B"]}')
     assert listed.found == {"A": True} and listed.excessive == ["B"]
-    for bad in ("no json here", '{"correctness_details": {}}',
+    for bad in ("no json here", '{"explanation": "no details"}', "[1, 2]",
                 '{"correctness_details": {"A": "yes"}, "excessive_answers": []}',
-                '{"correctness_details": {"A": true}, "excessive_answers": "B"}'):
+                '{"correctness_details": {"A": true}, "excessive_answers": "B"}',
+                '{"Answer Correctness": {"Correctness Details": {"A": 1}}}'):
         with pytest.raises(ValueError):
             parse_verdict(bad)
+
+
+def test_the_starter_notebooks_nested_verdict_is_read():
+    """The official starter notebook asks for {"Answer Correctness": {"Explanation",
+    "Correctness Details", "Excessive Answers"}}; a judge answering so is not retried."""
+    from a2rl_tasks.deepsearchqa.judge import parse_verdict
+
+    grade = parse_verdict('```json\n{"Answer Correctness": {"Explanation": "Italy is extra.", '
+                          '"Correctness Details": {"Belgium": true, "France": true}, '
+                          '"Excessive Answers": ["Italy"]}}\n```')
+    assert grade.found == {"Belgium": True, "France": True} and grade.excessive == ["Italy"]
+    assert grade.outcome == "correct_with_extraneous"
+
+
+def test_every_listed_excessive_answer_counts_blank_ones_too():
+    from a2rl_tasks.deepsearchqa.judge import parse_verdict
+
+    grade = parse_verdict('{"correctness_details": {"A": true}, "excessive_answers": ["", " "]}')
+    assert grade.excessive == ["", " "] and grade.outcome == "correct_with_extraneous"
+    assert grade.precision == pytest.approx(1 / 3)
+
+
+def test_an_empty_correctness_object_is_a_verdict_that_finds_nothing(fake_judge, tmp_path):
+    """Not retried (the judge would answer the same), and not fully correct as the official
+    metric would count it: the judge checked no expected item."""
+    from a2rl_tasks.deepsearchqa.scoring import summarise
+
+    fake_judge.answer_with = '{"explanation": "", "correctness_details": {}, ' \
+                             '"excessive_answers": []}'
+    judge = make_judge(fake_judge, tmp_path, concurrency=1)
+    grades, usage = judge.grade(ROWS[:1], ["Tarsk"])
+    judge.close()
+    assert fake_judge.calls == 1 and usage["retries"] == 0
+    assert grades[0].found == {} and grades[0].outcome == "fully_incorrect"
+    assert not grades[0].correct and grades[0].f1 == 0.0
+    assert summarise(grades)["unchecked_pct"] == 100.0
+
+
+def test_a_lone_article_is_an_answer_and_is_judged(fake_judge, tmp_path):
+    from a2rl_tasks.deepsearchqa.scoring import is_blank
+
+    assert is_blank("") and is_blank(" \n\t") and not is_blank("A") and not is_blank("The")
+    row = {"question": "Which blood group?", "answer": "A", "answer_type": "Single Answer"}
+    judge = make_judge(fake_judge, tmp_path, concurrency=1)
+    grades, usage = judge.grade([row, row], ["A", "  "])
+    judge.close()
+    assert fake_judge.calls == 1 and usage["calls"] == 1  # the blank one is never sent
+    assert [g.outcome for g in grades] == ["fully_correct", "fully_incorrect"]
+
+
+def test_the_prompt_asks_for_excessive_answers_whatever_the_answer_type():
+    """The official prompt lists excessive answers for every question, so a single answer
+    hedged with another ("X or Y") cannot be fully correct; the rule is not the set answers'
+    alone."""
+    from a2rl_tasks.deepsearchqa.judge import judge_request
+
+    prompt = judge_request(ROWS[0], "Tarsk or Velmora", 100)["messages"][0]["content"]
+    rules = prompt.split("Return only")[0]
+    set_rule = next(line for line in rules.splitlines() if line.startswith("- Set Answer"))
+    assert "not expected" not in set_rule
+    assert "Whatever the answer type" in rules and '("X or Y")' in rules
 
 
 # ---- a whole evaluation of the real-question task ------------------------------------------------

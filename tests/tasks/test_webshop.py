@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from a2rl_tasks.webshop.catalog import CatalogMaker, best_reward
+from a2rl_tasks.webshop.catalog import CatalogMaker, best_reward, instruction_key
 from a2rl_tasks.webshop.env import PROMPT, WebShopEnv
 from a2rl_tasks.webshop.products import DataFormatError, load_products
 
@@ -27,6 +27,7 @@ from checkout import REPO, prepare_in
 
 FIXTURE = REPO / "tests" / "fixtures" / "webshop"  # see its PROVENANCE.md
 PARAMS = {"train_goals": 12, "test_goals": 8, "random_seeds": 2, "max_steps": 10}
+TWIN_SEED = 1_104_236_181
 
 
 def webshop(**params) -> TaskConfig:
@@ -106,6 +107,25 @@ def test_prepare_seals_test_goals_and_splits_targets(prepared):
     assert facts["sizes"]["products"] == 20 * 4
     assert facts["expert_test"]["score"] == 100.0 and facts["expert_train"]["score"] == 100.0
     assert facts["random_baseline"]["score"] < 50 and facts["random_baseline"]["success_pct"] < 30
+
+
+def test_results_and_manifests_say_which_title_nouns_the_reward_used(prepared, monkeypatch):
+    """The offline stand-in for spaCy's noun tags is a departure from WebShop's reward: the
+    manifest (prepared.json) and every evaluation's breakdown name it."""
+    from a2rl_tasks.webshop import reward
+    from a2rl_tasks.webshop.task import breakdown
+
+    _, _, facts = prepared
+    result = breakdown([{"category": "beauty"}], [1.0], [3])
+    for record in (facts, result):
+        assert record["title_tagger"] == reward.title_tagger()
+        assert record["title_tagger_deviation"] == reward.title_tagger_deviation()
+    monkeypatch.setattr(reward, "_spacy_tagger", lambda: None)
+    stand_in = breakdown([{"category": "beauty"}], [1.0], [3])
+    assert stand_in["title_tagger"] == "content-words"
+    assert "not spaCy en_core_web_sm" in stand_in["title_tagger_deviation"]
+    monkeypatch.setattr(reward, "_spacy_tagger", lambda: object())
+    assert breakdown([{"category": "beauty"}], [1.0], [3])["title_tagger_deviation"] is None
 
 
 def test_demonstrations_are_in_the_grader_prompt_format(prepared):
@@ -203,6 +223,19 @@ def test_titles_click_too_and_options_replace_within_a_group(prepared):
     assert env.page_text().startswith(f"You have clicked {values[-1]}.")
 
 
+def test_a_goals_file_written_again_is_loaded_again(prepared, tmp_path):
+    """The shop cache follows the goals file: a folder rewritten in the same process (a twin
+    split drawn anew) serves its new goals, not the ones first loaded."""
+    _, out, _ = prepared
+    shop = shutil.copytree(out.sealed / "games", tmp_path / "games")
+    goal = next(iter_jsonl(shop / "goals.jsonl"))
+    game = f"{shop / 'goals.jsonl'}#{goal['id']}"
+    assert WebShopEnv().reset(game).goal == goal["instruction_text"]
+    (shop / "goals.jsonl").write_text(json.dumps({**goal, "instruction_text": "i need a hat"})
+                                      + "\n")
+    assert WebShopEnv().reset(game).goal == "i need a hat"
+
+
 def test_step_limit_ends_with_reward_zero(prepared):
     _, out, _ = prepared
     games = [f"{out.sealed / 'games' / 'goals.jsonl'}#{r['id']}" for r in iter_jsonl(out.test)]
@@ -242,6 +275,7 @@ def test_real_format_loader_end_to_end(tmp_path):
         games = [f"{folder / 'goals.jsonl'}#{g['id']}" for g in iter_jsonl(folder / "goals.jsonl")]
         episodes = play(games, WebShopEnv, ExpertPolicy(0), 10, PROMPT)
         assert [e.score for e in episodes] == [1.0] * len(games)
+    assert task.twin_split(out, tmp_path / "twin", TWIN_SEED) is None  # a fixed pool
 
 
 def test_bad_data_files_fail_clearly(tmp_path):
@@ -275,12 +309,78 @@ def test_evaluate_plays_sealed_goals_with_a_model(prepared, tiny_model):
     inference = InferenceConfig(backend="hf", batch_size=8, max_new_tokens=6, torch_threads=1)
     result = task.evaluate(tiny_model, out.test, inference)
     assert result.n == 8 and all(0.0 <= r <= 1.0 for r in result.per_item)
-    for key in ("success_pct", "success_ge_half_pct", "mean_reward", "bought_pct"):
+    for key in ("success_pct", "success_ge_half_pct", "mean_reward", "bought_pct",
+                "title_tagger", "title_tagger_deviation"):
         assert key in result.breakdown
     assert all(1 <= r["steps"] <= 10 for r in result.records)
     again = task.evaluate(tiny_model, out.test, inference)  # greedy: deterministic
     assert [r["actions"] for r in again.records] == [r["actions"] for r in result.records]
     json.dumps(result.to_dict())
+
+
+# ---- the twin split (a2rl.grading.twin) ------------------------------------------------------
+
+def shop_files(split: Path) -> dict[str, bytes]:
+    """A split file and its shop folder's files, by name."""
+    games = split.parent / "games"
+    return {"split": split.read_bytes()} | {
+        str(f.relative_to(games)): f.read_bytes() for f in games.rglob("*") if f.is_file()}
+
+
+def test_twin_split_is_a_fresh_test_split_in_the_same_shop(prepared, tmp_path):
+    task, out, _ = prepared
+    split = task.twin_split(out, tmp_path / "twin", TWIN_SEED)
+    rows, test_rows = list(iter_jsonl(split)), list(iter_jsonl(out.test))
+    goals = list(iter_jsonl(split.parent / "games" / "goals.jsonl"))
+    sealed = out.sealed / "games"
+    test = list(iter_jsonl(sealed / "goals.jsonl"))
+    train = list(iter_jsonl(out.data / "games" / "goals.jsonl"))
+    # the test split's size and format
+    assert len(rows) == len(goals) == len(test_rows) == 8
+    assert {tuple(r) for r in rows} == {tuple(test_rows[0])}
+    assert {tuple(g) for g in goals} == {tuple(test[0])}
+    assert [r["id"] for r in rows] == [g["id"] for g in goals]
+    # no goal of train's or test's: ids, instructions (case, spacing and price aside), targets
+    assert not {g["id"] for g in goals} & {g["id"] for g in test + train}
+    keys = {instruction_key(g["instruction_text"]) for g in goals}
+    assert len(keys) == 8 and not keys & {instruction_key(g["instruction_text"])
+                                          for g in test + train}
+    catalog = json.loads((sealed / "catalog.json").read_text())
+    assert not {g["asin"] for g in goals} & {p["asin"] for p in catalog}
+    # the sealed catalog, every product as it is, with the fresh families (target + 3 misses)
+    shop = json.loads((split.parent / "games" / "catalog.json").read_text())
+    kept = {p["asin"] for p in catalog}
+    assert sorted(map(json.dumps, catalog)) == sorted(json.dumps(p) for p in shop
+                                                      if p["asin"] in kept)
+    fresh_at = [i for i, p in enumerate(shop) if p["asin"] not in kept]
+    assert len(fresh_at) == 8 * 4 and min(fresh_at) < len(catalog)  # among the others
+    assert (split.parent / "games" / "shop.json").read_bytes() == (sealed / "shop.json"
+                                                                     ).read_bytes()
+    # every goal winnable, as every test goal is
+    assert task.expert_score(split)["score"] == 100.0
+
+
+def test_twin_split_is_one_draw_per_seed(prepared, tmp_path):
+    task, out, _ = prepared
+    first = shop_files(task.twin_split(out, tmp_path / "a", TWIN_SEED))
+    assert shop_files(task.twin_split(out, tmp_path / "b", TWIN_SEED)) == first
+    other = task.twin_split(out, tmp_path / "a", TWIN_SEED + 1)  # the same folder, drawn again
+    assert shop_files(other) != first
+    instructions = {r["instruction"] for r in iter_jsonl(other)}
+    assert not instructions & {json.loads(line)["instruction"]
+                               for line in first["split"].decode().splitlines()}
+    # the folder's shop is the new draw's, in this process too (WebShopEnv's shop cache)
+    assert task.expert_score(other)["score"] == 100.0
+
+
+def test_evaluate_plays_a_twin_split_with_a_model(prepared, tiny_model, tmp_path):
+    task, out, _ = prepared
+    split = task.twin_split(out, tmp_path / "twin", TWIN_SEED)
+    inference = InferenceConfig(backend="hf", batch_size=8, max_new_tokens=6, torch_threads=1)
+    result = task.evaluate(tiny_model, split, inference)
+    assert result.n == 8 and all(0.0 <= r <= 1.0 for r in result.per_item)
+    assert [r["id"] for r in result.records] == [r["id"] for r in iter_jsonl(split)]
+    assert all(1 <= r["steps"] <= 10 for r in result.records)
 
 
 def test_grpo_script_rolls_out_in_the_shop(prepared, tiny_model, tmp_path):

@@ -111,13 +111,47 @@ def test_options_are_fuzzy_and_colours_normalized():
     assert option_matches(["goal 1"], []) == 0
 
 
-def test_dict_goal_options_count_their_values():
+def test_dict_goal_options_count_each_name_value_pair():
     goal = {**GOAL, "goal_options": {"color": "grey", "size": "large"}}
     reward = purchase_reward(product(), goal, 10.0, {"color": "grey", "size": "large"})[0]
     assert reward == 1.0
 
 
+def test_dict_goal_options_are_matched_as_name_value_pairs():
+    """A synthetic goal's options (a dict) are matched as the reference code passes them, as
+    (name, value) pairs: the name's words join the value's in the fuzzy match, and a pair is
+    reduced to a colour only when its name or value is exactly one."""
+    assert option_matches(["12 pack"], ["12"]) == 1  # the value alone: a token subset
+    assert option_matches(["12 pack"], {"size": "12"}) == 0  # "size 12" against "12 pack"
+    assert option_matches(["navy blue"], {"color": "navy blue"}) == 1  # "blue" in its words
+    assert option_matches(["seashell"], ["seashell"]) == 1  # both reduced to "ash"
+    assert option_matches(["seashell"], {"color": "seashell"}) == 0  # "ash" against "seashell"
+    goal = {**GOAL, "goal_options": {"size": "12"}}
+    reward = purchase_reward(product(), goal, 10.0, {"size": "12 pack"})[0]
+    assert reward == pytest.approx(3 / 4)  # (2 + 0 + 1) / (2 + 1 + 1)
+
+
 def test_title_nouns_skip_closed_class_words():
     nouns = title_nouns("The Sofa for a Living Room, with 3 Seats")
-    assert {"sofa", "living", "room", "seats"} <= nouns
-    assert not {"the", "for", "a", "with", "3"} & nouns
+    assert {"sofa", "living", "room", "seats"} <= set(nouns)
+    assert not {"the", "for", "a", "with", "3"} & set(nouns)
+
+
+def test_a_goal_title_that_repeats_a_noun_counts_every_repeat():
+    """The title score divides the shared nouns (each once) by the goal title's noun list,
+    repeats included: 1 of 5 is not over 0.2, though 1 of the 3 distinct nouns would be."""
+    goal = {**GOAL, "name": "Towel Bath Towel Hand Towel"}
+    mat = product(query="bath mats", name="Bath Mat", product_category="Bath › Mats")
+    assert title_nouns(goal["name"]) == ("towel", "bath", "towel", "hand", "towel")
+    kind = type_reward(mat, goal)
+    assert kind["title_score"] == pytest.approx(1 / 5) and kind["r_type"] == 0.5
+    # the same shared noun in a product title twice still counts once
+    assert type_reward(product(name="Bath Bath Mat", query="x", product_category="x"),
+                       goal)["title_score"] == pytest.approx(1 / 5)
+
+
+def test_a_repeated_noun_can_push_the_title_score_under_a_tenth():
+    goal = {**GOAL, "name": "Sofa Sofa Sofa Linen Couch Bench Frame Cushion Pillow Leg Arm"}
+    other = product(query="x", name="Linen Curtain", product_category="x")
+    kind = type_reward(other, goal)  # 1 of 11 nouns (1 of 9 distinct would be over 0.1)
+    assert kind["title_score"] == pytest.approx(1 / 11) and kind["r_type"] == 0.1

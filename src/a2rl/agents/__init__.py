@@ -1,2 +1,4 @@
 """Reference agents: real agent processes that use only the workspace and the grading API.
-Each file here is copied read-only into the sandbox (/opt/a2rl/agents) and run with Python."""
+Each is an agent plugin (entry-point group a2rl.agents, in pyproject.toml) naming this package:
+its config is conf/agent/<name>.yaml here, and every script here is copied read-only into the
+sandbox (/opt/a2rl/agents) and run with the agents' Python (a2rl.pipeline.agent_plugins)."""

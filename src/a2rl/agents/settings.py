@@ -122,7 +122,7 @@ class DpoSettings(AgentSettings):
     max_rounds: int = field(default=3, metadata={"help": "Rounds at most."})
 
 
-# by agent name (conf/agent/<name>.yaml), which is also the agent's script (<name>.py)
+# by agent name (conf/agent/<name>.yaml here), which is also the agent's script (<name>.py)
 SETTINGS = {"sft": SftSettings, "dpo": DpoSettings, "grpo": GrpoSettings,
             "sft_grpo": SftGrpoSettings}
 

@@ -28,7 +28,8 @@ show`` draws it, and so does the report.
 
 Written to results/leaderboard.csv, leaderboard_levels.csv, leaderboard.md and leaderboard.json
 (nested ``{task: {agent: {driver: {column: value}}}}`` plus ``{"levels": {level: {agent:
-{driver: ...}}}}`` so ``dvc metrics show`` can read it).
+{driver: ...}}}}`` so ``dvc metrics show`` can read it). In leaderboard.md each task links to
+its deviations row (docs/deviations.md, ``a2rl.analysis.deviations``) when it has one.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from a2rl.analysis.budget_curve import GRID, budget_curve, run_auc
+from a2rl.analysis.deviations import task_links
 from a2rl.analysis.view import integrity_view
 from a2rl.common.files import write_json_atomic, write_text_atomic
 from a2rl.common.layout import Layout, RunPaths
@@ -252,7 +254,7 @@ def to_metrics(board: pd.DataFrame, levels: pd.DataFrame | None = None) -> dict[
     return metrics
 
 
-def _text(column: str, value: Any) -> str:
+def _text(column: str, value: Any, links: dict[str, str] | None = None) -> str:
     value = _plain(value)
     if value is None:
         return "–"
@@ -260,29 +262,37 @@ def _text(column: str, value: Any) -> str:
         return f"{value:.4f}"
     if column in SCORE_COLUMNS:
         return f"{value:+.2f}" if column == "improvement_mean" else f"{value:.2f}"
-    return str(value).replace("|", "\\|")
+    text = str(value).replace("|", "\\|")
+    if column == "task" and links and value in links:
+        return f"[{text}]({links[value]})"
+    return text
 
 
-def _md_table(frame: pd.DataFrame, columns: list[str]) -> list[str]:
+def _md_table(frame: pd.DataFrame, columns: list[str],
+              links: dict[str, str] | None = None) -> list[str]:
     numeric = set(SCORE_COLUMNS) | {"n_seeds", "n_tasks", "n_runs", "cost_usd", "contaminated",
                                     "infra_failed"}
     lines = ["| " + " | ".join(columns) + " |",
              "|" + "|".join("---:" if c in numeric else "---" for c in columns) + "|"]
     for row in frame.to_dict("records"):
-        lines.append("| " + " | ".join(_text(c, row[c]) for c in columns) + " |")
+        lines.append("| " + " | ".join(_text(c, row[c], links) for c in columns) + " |")
     return lines
 
 
-def to_markdown(board: pd.DataFrame, levels: pd.DataFrame | None = None) -> str:
+def to_markdown(board: pd.DataFrame, levels: pd.DataFrame | None = None,
+                links: dict[str, str] | None = None) -> str:
     """Markdown tables of the leaderboard and the level aggregates (scores to two decimals,
-    blanks as '–')."""
+    blanks as '–'); ``links`` maps a task id to its deviations row's href
+    (``a2rl.analysis.deviations.task_links``), and tasks without one stay plain."""
     lines = ["# Leaderboard", "",
              "Test score of each run's selected submission (0-100), mean over seeds with a 95 % "
              "bootstrap interval (ci_low, ci_high). auc: the mean over the time budget of the "
              "best score so far (the baseline before the first valid submission), 0-100, with "
              "its interval (auc_low, auc_high); higher when the score came earlier. Runs the "
-             "harness failed (infra_failed) are counted, not scored.", "",
-             *_md_table(board, COLUMNS)]
+             "harness failed (infra_failed) are counted, not scored."
+             + (" A linked task leads to how it differs from its benchmark's standard and the "
+                "paper's reference code (docs/deviations.md)." if links else ""), "",
+             *_md_table(board, COLUMNS, links)]
     if board.empty:
         lines += ["", "No summarized runs yet."]
     if levels is not None and not levels.empty:
@@ -301,7 +311,9 @@ def build_leaderboard(run_roots: Iterable[Path], layout: Layout) -> pd.DataFrame
     write_text_atomic(layout.leaderboard_csv, board.to_csv(index=False, float_format="%.4f"))
     write_text_atomic(layout.leaderboard_levels_csv,
                       levels.to_csv(index=False, float_format="%.4f"))
-    write_text_atomic(layout.leaderboard_md, to_markdown(board, levels))
+    links = task_links(set(board["task"]) if not board.empty else set(),
+                       layout.leaderboard_md.parent)
+    write_text_atomic(layout.leaderboard_md, to_markdown(board, levels, links))
     write_text_atomic(layout.budget_curves_csv,
                       curves_frame(summaries).to_csv(index=False, float_format="%.4f"))
     write_json_atomic(layout.leaderboard_json, to_metrics(board, levels))

@@ -75,6 +75,13 @@ def plugin_conf_dirs() -> list[Path]:
     return found
 
 
+def group_options(group: str) -> list[str]:
+    """The options of the config group ``group`` in conf/ and in every installed plugin's conf/
+    (``agent``: noop, sft, claude_code, ...), sorted: what ``<group>=<option>`` may choose."""
+    return sorted({path.stem for conf in (conf_dir(), *plugin_conf_dirs())
+                   for path in (conf / group).glob("*.yaml")})
+
+
 def searchpath_override() -> str:
     """The Hydra override that puts ``plugin_conf_dirs`` on the config search path."""
     quoted = (str(folder.resolve()).replace("\\", "\\\\").replace("'", "\\'")

@@ -43,19 +43,25 @@ PROVIDERS = ("none", "anthropic", "openai", "gemini", "openai_compatible", "repl
 class AgentConfig:
     """An agent stack: the command run inside the sandbox and what it may reach.
 
-    Reference agents give ``command``; LLM-driven agents name a ``stack`` (an adapter in
-    a2rl.llm.stacks that builds the command line) and pin its package ``version``, installed
-    into resources/tools/<stack>/<version>/ by scripts/install_agents.py."""
+    Reference agents give ``command`` and the agent plugin (``package``) whose scripts it runs;
+    LLM-driven agents name a ``stack`` (a stack plugin, a2rl.llm.stacks, that builds the
+    command line) and pin its package ``version``, installed into
+    resources/tools/<stack>/<version>/ by scripts/install_agents.py."""
 
     name: str = field(default="noop", metadata={
         "help": "Names the agent in run paths and the leaderboard; equals the file name."})
     kind: str = field(default="reference", metadata={
         "help": "reference (a scripted baseline agent) or llm (an LLM-driven agent system)."})
+    package: Optional[str] = field(default=None, metadata={
+        "help": "For reference agents: the agent plugin (entry-point group a2rl.agents; the "
+                "built-ins are src/a2rl/agents/) whose package folder's scripts the sandbox shows "
+                "at {agents}; null: the plugin called like the agent (agent.name). llm agents "
+                "run no plugin's scripts."})
     command: list[str] = field(default_factory=lambda: ["{python}", "{agents}/noop.py"],
                                metadata={
         "help": "argv run in the sandbox for reference agents; the runner expands {python} (the "
-                "interpreter) and {agents} (the read-only reference-agents folder). Empty for "
-                "llm agents, whose stack builds the command line."})
+                "interpreter) and {agents} (the read-only copy of agent.package's scripts). "
+                "Empty for llm agents, whose stack builds the command line."})
     network: str = field(default="none", metadata={
         "help": "What the sandbox may reach: none (reference agents), llm (only the run's LLM "
                 "proxy; LLM agents), allowlist (the proxy and agent.allowlist's hosts through "
@@ -82,9 +88,9 @@ class AgentConfig:
                 "(a2rl.common.hardware): auto (bf16 only where the device computes it natively; "
                 "emulated bf16 is 4-11x slower), bf16 or fp32."})
     stack: Optional[str] = field(default=None, metadata={
-        "help": "The agent CLI adapter (a2rl.llm.stacks.STACKS: claude_code, codex, gemini_cli, "
-                "opencode, openhands, mini_swe_agent) for llm agents; null for reference "
-                "agents."})
+        "help": "The agent CLI for llm agents: a stack plugin's name (entry-point group "
+                "a2rl.stacks; the built-ins claude_code, codex, gemini_cli, opencode, openhands, "
+                "mini_swe_agent are a2rl.llm.stacks.<name>); null for reference agents."})
     version: Optional[str] = field(default=None, metadata={
         "help": "The stack's pinned package version, installed into "
                 "resources/tools/<stack>/<version>/ by scripts/install_agents.py."})
@@ -355,4 +361,8 @@ class RunConfig:
 def to_run_config(cfg: Any) -> RunConfig:
     """Turn a composed DictConfig into a checked RunConfig (raises ConfigError)."""
     merged = OmegaConf.merge(OmegaConf.structured(RunConfig), cfg)
+    if not OmegaConf.select(cfg, "grid.label", default=""):
+        # the structured defaults ran GridConfig's __post_init__ on the default grid, so an
+        # unset label would stay the default grid's name, whatever grid was chosen
+        merged.grid.label = merged.grid.name
     return OmegaConf.to_object(merged)

@@ -80,10 +80,18 @@ def score_lines(task: Task, lines: Iterable[str]) -> list[dict[str, Any]]:
     return results
 
 
+def json_lines(text: str) -> list[str]:
+    """The lines of a JSON-lines text, split at "\n" alone: ``str.splitlines`` would also cut
+    at U+2028, U+0085 and the like, which a JSON string may hold raw (``json.dumps`` with
+    ``ensure_ascii=False`` writes them so). A "\r" before the "\n" is JSON white space."""
+    lines = text.split("\n")
+    return lines[:-1] if lines and not lines[-1] else lines
+
+
 def _read_lines(path: str) -> list[str]:
     if path == "-":
-        return sys.stdin.read().splitlines()
-    return Path(path).read_text(encoding="utf-8").splitlines()
+        return json_lines(sys.stdin.read())
+    return json_lines(Path(path).read_text(encoding="utf-8"))
 
 
 def main(args: list[str]) -> int:

@@ -42,13 +42,16 @@ case memory of one program is about ``(max_processes + 1) x memory_mb`` plus ``t
 ``workers`` times that below the machine's free memory.
 
 Verdict: a program passes only when the checker reports ``passed`` on its verdict pipe after the
-tests returned with no broken call, and exits 0. Exiting early (``sys.exit``, ``os._exit``, a
-signal), killing its parents, writing to every file descriptor or printing "passed" fails; so do
-the tricks that work when program and tests share an interpreter (an object whose ``__eq__`` is
-always true, walking frames or ``gc`` to the verdict writer, patching builtins or ``random``,
-``sys.settrace`` on ``check``, reading the expected constant from the caller's bytecode): the
-checker never holds a program's object, and the program's process holds nothing of the tests
-but the arguments of each call (tests/grading/test_reply_attacks.py tries them all).
+tests returned with no broken call, and exits 0. The checker escapes every line boundary inside
+a line it writes (an exception's message included) and the caller reads only the exact shape it
+writes (``read_verdict``), so no message can plant a ``passed`` line. Exiting early
+(``sys.exit``, ``os._exit``, a signal), killing its parents, writing to every file descriptor or
+printing "passed" fails; so do the tricks that work when program and tests share an interpreter
+(an object whose ``__eq__`` is always true, walking frames or ``gc`` to the verdict writer,
+patching builtins or ``random``, ``sys.settrace`` on ``check``, reading the expected constant
+from the caller's bytecode): the checker never holds a program's object, and the program's
+process holds nothing of the tests but the arguments of each call
+(tests/grading/test_reply_attacks.py tries them all).
 
 Threat model, honestly: the sandboxes protect the host and the grader (files, processes,
 network, memory and process counts) with kernel mechanisms, and the process boundary protects
@@ -344,24 +347,40 @@ class CodeRunner:
     def _judge(streams: Streams, exit_code: int | None, timed_out: bool,
                seconds: float) -> ExecResult:
         """The verdict is the checker's alone: the candidate holds no end of its pipe."""
-        lines = streams.text("verdict").splitlines()
+        started, verdict = read_verdict(streams.text("verdict"))
         result = ExecResult(status="no_verdict", output=streams.text("output"),
                             output_truncated=streams.truncated["output"],
                             exit_code=exit_code, seconds=seconds)
-        ended = [line for line in lines if line.split(" ", 1)[0] in ("failed", "timeout")]
-        if "started" not in lines and not timed_out:
+        if not started and not timed_out:
             raise SandboxError(f"the sandbox did not start the checker (exit code {exit_code})"
                                f": {streams.text('checker')[-2000:]}")
         if timed_out:
             result.status, result.detail = "timeout", "wall-clock timeout"
-        elif "passed" in lines and exit_code == 0:
+        elif verdict == ("passed", "") and exit_code == 0:
             result.status = "passed"
-        elif ended:
-            result.status, _, result.detail = ended[0].partition(" ")
+        elif verdict is not None and verdict[0] != "passed":
+            result.status, result.detail = verdict
         else:
             result.detail = (f"the checker ended without a verdict (exit code {exit_code}): "
                              f"{streams.text('checker')[-500:]}")
         return result
+
+
+def read_verdict(text: str) -> tuple[bool, tuple[str, str] | None]:
+    """Whether the checker started, and its (status, detail) when the verdict pipe holds
+    exactly what the checker writes: "started", then at most one line that is "passed" or
+    "failed <detail>" or "timeout <detail>", each ended by "\n" (the checker escapes every
+    line boundary inside a line, so "\n" alone separates). Anything else is no verdict."""
+    head = "started\n"
+    if not text.startswith(head):
+        return False, None
+    rest = text[len(head):]
+    if rest.count("\n") != 1 or not rest.endswith("\n"):
+        return True, None
+    status, _, detail = rest[:-1].partition(" ")
+    if (status, detail) == ("passed", "") or (status in ("failed", "timeout") and detail):
+        return True, (status, detail)
+    return True, None
 
 
 def measure_overhead(runner: CodeRunner, n: int = 50) -> dict[str, float]:

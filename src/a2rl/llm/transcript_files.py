@@ -9,7 +9,6 @@ and the run then has no transcript (run.json's ``transcript`` is null).
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Callable, Optional
@@ -40,30 +39,4 @@ def take_transcript(agent_dir: Path, name: str, dest: Path,
         log.warning("the agent's transcript %s could not be read: %s", name, err)
         return False
     (Path(agent_dir) / name).unlink(missing_ok=True)
-    return True
-
-
-def trajectory_lines(raw: bytes) -> str:
-    """mini-swe-agent's trajectory file as JSON lines: each message, then its ``info``."""
-    trajectory = json.loads(raw)
-    if not isinstance(trajectory, dict):
-        raise ValueError("the trajectory is not a JSON object")
-    lines = [json.dumps(message) for message in trajectory.get("messages", [])]
-    if "info" in trajectory:
-        lines.append(json.dumps({"role": "info", "info": trajectory["info"]}))
-    return "".join(line + "\n" for line in lines)
-
-
-def event_lines(raw: bytes) -> str:
-    """The lines of a CLI's output that are JSON objects, without its plain messages."""
-    text = raw.decode("utf-8", errors="replace")
-    return "".join(line for line in text.splitlines(keepends=True)
-                   if line.startswith("{") and is_json(line))
-
-
-def is_json(line: str) -> bool:
-    try:
-        json.loads(line)
-    except ValueError:
-        return False
     return True

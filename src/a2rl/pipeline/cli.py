@@ -9,6 +9,11 @@
     a2rl narrate --driver NAME [OVERRIDES...] optional LLM-written narrative of one run
     a2rl doctor [--json] [grid=NAME] [OVERRIDES...]
                                             can this machine run the grid? (a2rl.pipeline.doctor)
+    a2rl tasks [--json] [OVERRIDES...]      the installed tasks: level, metric, data status
+    a2rl agents [--json]                    the installed agents and agent stacks, with status
+    a2rl new task NAME [--interactive] [--dir DIR]
+                                            a task plugin package to fill in (pipeline/scaffold.py)
+    a2rl new agent NAME [--dir DIR]         an agent plugin package to fill in (same)
     a2rl score TASK --replies FILE          score replies without a model (a2rl.grading.score)
     a2rl score TASK ARGS...                 the task's own scorer, e.g. alpacaeval --annotations
     a2rl submit PATH | a2rl status          inside a workspace: talk to this run's grader
@@ -26,6 +31,7 @@ Imports stay lazy: ``a2rl submit`` runs inside the sandbox and needs only the st
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import os
 import sys
@@ -62,6 +68,17 @@ commands:
                                    check this machine for a grid (default quick) in about a
                                    minute: sandbox, agents' Python, model, precision, timed
                                    training and generation, each cell's predicted plan
+  tasks [--json] [OVERRIDES...]    the task ids the installed task plugins provide, with
+                                   level, metric, data status and package; broken plugins
+                                   with their package and problem (exit 1)
+  agents [--json]                  the installed agents and agent stacks (plugins): name,
+                                   kind, package and status; broken plugins with their
+                                   package and problem (exit 1)
+  new task NAME [--interactive] [--dir DIR]
+                                   write a working task plugin package (a tiny static task,
+                                   or an interactive one) to install and fill in
+  new agent NAME [--dir DIR]       write a working agent plugin package (a scripted agent
+                                   that submits the base model) to install and fill in
   score TASK --replies FILE [OVERRIDES...]
                                    score JSONL replies ({{"id"|"item", "reply"}}) as the
                                    grader does, one JSON line each (see a2rl.grading.score)
@@ -220,13 +237,31 @@ def _run_app(args: list[str]) -> int:
         run_cell(check_settings(to_checked(dict_cfg)))
 
     saved = sys.argv
-    # the installed plugins' configs (task=<id> of a task package) join the search path
-    sys.argv = ["a2rl run", *args, searchpath_override()]
+    sys.argv = ["a2rl run", *with_override(args, searchpath_override())]
     try:
         app()
     finally:
         sys.argv = saved
     return 0
+
+
+def with_override(args: list[str], override: str) -> list[str]:
+    """``args`` of ``a2rl run`` with ``override`` (the installed plugins' configs on the search
+    path) added after the user's overrides. Hydra's parser takes the overrides as one run of
+    positional words, so flags move in front of them (``--cfg job`` may follow overrides)."""
+    if any(a in ("-h", "--help", "--hydra-help") for a in args):
+        return list(args)
+    from hydra._internal.utils import get_args_parser
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            overrides = get_args_parser().parse_args(args).overrides
+    except SystemExit:  # malformed: Hydra itself says why
+        return list(args)
+    flags = list(args)
+    for word in reversed(overrides):
+        del flags[len(flags) - 1 - flags[::-1].index(word)]
+    return [*flags, *overrides, override]
 
 
 def _stage(args: list[str]) -> int:
@@ -311,6 +346,24 @@ def _score(args: list[str]) -> int:
     return score.main(args)
 
 
+def _new(args: list[str]) -> int:
+    from a2rl.pipeline.scaffold import main as new
+
+    return new(args)
+
+
+def _tasks(args: list[str]) -> int:
+    from a2rl.task.listing import main as tasks
+
+    return tasks(args)
+
+
+def _agents(args: list[str]) -> int:
+    from a2rl.pipeline.agent_plugins import main as agents
+
+    return agents(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
@@ -324,7 +377,9 @@ def main(argv: list[str] | None = None) -> int:
     if command == "run":
         return _run_app(rest)
     handlers = {"stage": _stage, "leaderboard": _leaderboard, "report": _report,
-                "narrate": _narrate, "doctor": _doctor, "score": _score}
+                "narrate": _narrate, "doctor": _doctor, "score": _score, "tasks": _tasks,
+                "agents": _agents,
+                "new": _new}
     if command not in handlers:
         print(f"a2rl: unknown command {command!r}\n\n{USAGE}", end="", file=sys.stderr)
         return 2

@@ -16,6 +16,7 @@ from a2rl.common.events import EventLog
 from a2rl.common.files import iter_jsonl, read_json, utc_now
 from a2rl.common.hardware import AGENT_DEVICE, describe, one_line, resolve_precision
 from a2rl.common.layout import Layout, RunPaths
+from a2rl.common.plugins import PluginError
 from a2rl.common.records import LedgerEntry, RunRecord, read_ledger
 from a2rl.config.types import RunConfig
 from a2rl.grading.ledger import grading_totals
@@ -29,6 +30,7 @@ from a2rl.isolation.workspace import make_writable, provision_workspace, render_
 from a2rl.llm.drivers import DriverKeyMissing, StackRun, check_driver, driver_session
 from a2rl.llm.proxy import LLMProxy, llm_totals
 from a2rl.llm.stacks import AgentNotInstalled
+from a2rl.pipeline.agent_plugins import agent_scripts
 from a2rl.pipeline.agent_settings import settings_env
 from a2rl.pipeline.grader_process import GraderSpec
 from a2rl.pipeline.network import network_record, network_session, proxy_socket
@@ -56,16 +58,18 @@ def fresh_run_dir(run: RunPaths) -> None:
     run.root.mkdir(parents=True)
 
 
-def write_tools(tools: Path, python: str, view: str) -> None:
+def write_tools(tools: Path, python: str, view: str, scripts: Optional[Path] = None) -> None:
     """The read-only /opt/a2rl of the sandbox (``view``: where the agent sees ``tools``): the
-    ``a2rl`` client and the reference agents. The launcher names ``view`` only: a host path
-    in it would tell the agent where the run lives."""
+    ``a2rl`` client and, in agents/, the files of ``scripts`` (a reference agent's plugin
+    folder, ``agent_scripts``) but its subfolders (its conf/) and private names (__init__.py).
+    The launcher names ``view`` only: a host path in it would tell the agent where the run
+    lives."""
     (tools / "bin").mkdir(parents=True)
     (tools / "agents").mkdir()
     shutil.copy(resources.files("a2rl.grading").joinpath("client.py"), tools / "a2rl_client.py")
-    for agent in resources.files("a2rl").joinpath("agents").iterdir():
-        if agent.name.endswith(".py") and not agent.name.startswith("_"):
-            shutil.copy(agent, tools / "agents" / agent.name)
+    for script in (sorted(scripts.iterdir()) if scripts else []):
+        if script.is_file() and not script.name.startswith(("_", ".")):
+            shutil.copy(script, tools / "agents" / script.name)
     launcher = (f"#!{python}\nimport sys\nsys.path.insert(0, {view!r})\n"
                 "from a2rl_client import main\nsys.exit(main())\n")
     (tools / "bin" / "a2rl").write_text(launcher)
@@ -147,6 +151,7 @@ class InfraFailed(RuntimeError):
 INFRA_ERRORS: tuple[tuple[type[BaseException], str], ...] = (
     (DriverKeyMissing, "missing_key"), (AgentNotInstalled, "agent_not_installed"),
     (AgentPythonMissing, "agent_not_installed"),  # the agents' Python environment
+    (PluginError, "agent_not_installed"),  # the agent's plugin is missing or broken
     (GraderDied, "grader_died"),
     (MemoryError, "harness_oom"))
 # calls that failed on the provider's side (not the agent's request): an outage when they end
@@ -217,9 +222,10 @@ def run_cell(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pa
              baseline: dict[str, Any]) -> dict[str, Any]:
     check_driver(cfg)  # an LLM agent's key and tools are checked before anything starts
     stack_run = StackRun.prepare(cfg, run) if cfg.agent.stack else None
+    scripts = agent_scripts(cfg)  # so is a reference agent's plugin
     python = agent_python(cfg)
     split_name, split = feedback_split(cfg, prepared)
-    cell = set_up_cell(cfg, run, split_name, stack_run, python)
+    cell = set_up_cell(cfg, run, split_name, stack_run, python, scripts)
     description = task_description(cell, task)
     provision_workspace(run.workspace, prepared.data, base_model, description,
                         link_model=cfg.sandbox == "bwrap")
@@ -254,8 +260,10 @@ def agent_python(cfg: RunConfig) -> Path:
 
 
 def set_up_cell(cfg: RunConfig, run: RunPaths, split_name: str,
-                stack_run: Optional[StackRun], python: Path) -> Cell:
-    """The sandbox's tools and grader folder, the sandbox, the budget clock and the event log."""
+                stack_run: Optional[StackRun], python: Path,
+                scripts: Optional[Path] = None) -> Cell:
+    """The sandbox's tools (with the agent's ``scripts``) and grader folder, the sandbox, the
+    budget clock and the event log."""
     tools = run.root / "tools"
     grader_dir = Path(tempfile.mkdtemp(prefix="a2rl-grader-"))
     grader_dir.chmod(0o755)
@@ -263,7 +271,8 @@ def set_up_cell(cfg: RunConfig, run: RunPaths, split_name: str,
     sandbox = Sandbox(cfg.sandbox, run.workspace, tools, grader_dir, cfg.agent.network,
                       python=python, tmpfs_bytes=limits.tmpfs_bytes,
                       **(stack_run.mounts() if stack_run else {}))
-    write_tools(tools, sandbox.interpreter, TOOLS if cfg.sandbox == "bwrap" else str(tools))
+    write_tools(tools, sandbox.interpreter, TOOLS if cfg.sandbox == "bwrap" else str(tools),
+                scripts)
     clock = BudgetClock(cfg.budget.time_limit_s, cfg.budget.count_eval_time)
     events = EventLog(run.events, clock)
     if cfg.sandbox == "none":

@@ -201,25 +201,38 @@ def final_grade(cfg: RunConfig) -> FinalRecord:
         test_score=scored["score"], test_stderr=scored.get("stderr"), n=scored.get("n"),
         improvement=round(scored["score"] - baseline["score"], 4),
         breakdown=scored.get("breakdown"),
-        twin=None if best is None else _twin_check(cfg, run, best.artifact_hash, scored))
+        twin=None if best is None else _twin_check(cfg, run, best.artifact_hash, scored,
+                                                   selected_from(Ledger(run.ledger), best)))
     record.save(run.final)
     return record
 
 
+def selected_from(ledger, best) -> int:
+    """How many distinct artifacts scored on test the selected one was the best of: all the
+    valid ones with test feedback, 1 when it was selected on validation (no curse on test)."""
+    if best.split != "test":
+        return 1
+    return len({e.artifact_hash for e in ledger.valid if e.split == "test"})
+
+
 def _twin_check(cfg: RunConfig, run: RunPaths, artifact_hash: str,
-                scored: dict[str, Any]) -> dict[str, Any]:
+                scored: dict[str, Any], selected: int = 1) -> dict[str, Any]:
     """The selected artifact scored on a twin of the test split drawn now, and the verdict
     (a2rl.grading.twin); not checked for a task whose test split is a fixed pool."""
     from a2rl.grading.twin import draw_seed, not_checked, verdict
     task = load_task_of(cfg)
     seed = draw_seed()
-    split = task.twin_split(layout_of(cfg).prepared(cfg.task.id), run.root / "twin", seed)
+    try:
+        split = task.twin_split(layout_of(cfg).prepared(cfg.task.id), run.root / "twin", seed)
+    except (ValueError, RuntimeError) as err:  # too few unused items left (a small world)
+        log.warning("%s: no twin split could be drawn: %s", cfg.task.id, err)
+        return not_checked(f"no twin could be drawn from seed {seed}: {err}")
     if split is None:
         return not_checked("the test split is a fixed pool; no twin can be drawn")
     result = _score_stored(cfg, run, artifact_hash, task, split)
     twin = {"seed": seed, "score": round(result.score, 4),
             "stderr": round(result.stderr, 4), "n": result.n}
-    return verdict(scored["score"], scored.get("stderr"), twin)
+    return verdict(scored["score"], scored.get("stderr"), twin, selected)
 
 
 def _rescore_on_test(cfg: RunConfig, run: RunPaths, artifact_hash: str) -> dict[str, Any]:

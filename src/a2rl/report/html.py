@@ -2,7 +2,9 @@
 inline filter of a run page's transcript viewer (the page reads without it).
 
 results/report/
-  index.html                 the leaderboard (95 % intervals), the level aggregates, a plot of
+  index.html                 the leaderboard (95 % intervals; each task linked to its row of
+                             docs/deviations.md when it has one, a2rl.analysis.deviations),
+                             the level aggregates, a plot of
                              final scores, the best score so far against the budget (mean
                              over seeds with a bootstrap band) and a table of every run, each
                              linking to its page
@@ -34,6 +36,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from a2rl.analysis.deviations import task_links
 from a2rl.analysis.leaderboard import (
     COLUMNS,
     LEVEL_COLUMNS,
@@ -64,13 +67,17 @@ log = logging.getLogger(__name__)
 # ---------------------------------------------------------------------------------- index
 
 
-def _board_rows(board: pd.DataFrame, links: dict[tuple, list[tuple[int, str]]]) -> list[list]:
+def _board_rows(board: pd.DataFrame, links: dict[tuple, list[tuple[int, str]]],
+                deviations: dict[str, str] | None = None) -> list[list]:
     rows = []
     for r in board.to_dict("records"):
         cells = []
         for c in COLUMNS:
             value = _plain(r[c])
-            if c == "improvement_mean":
+            if c == "task" and deviations and value in deviations:
+                cells.append(f'<a href="{esc(deviations[value])}" title="how {esc(value)} '
+                             f'differs from its benchmark">{esc(value)}</a>')
+            elif c == "improvement_mean":
                 cells.append(fmt(value, signed=True))
             elif c == "cost_usd":
                 cells.append(fmt(value, 4))
@@ -88,7 +95,9 @@ def _board_rows(board: pd.DataFrame, links: dict[tuple, list[tuple[int, str]]]) 
 
 
 def index_page(board: pd.DataFrame, levels: pd.DataFrame, summaries: list[RunSummary],
-               generated: str) -> str:
+               generated: str, deviations: dict[str, str] | None = None) -> str:
+    """The index; ``deviations`` maps a task id to its deviations row's href
+    (``a2rl.analysis.deviations.task_links``), and tasks without one stay plain text."""
     links: dict[tuple, list[tuple[int, str]]] = {}
     for s in summaries:
         links.setdefault((s.grid, s.task, s.agent, s.driver), []).append((s.seed, s.slug))
@@ -107,7 +116,11 @@ def index_page(board: pd.DataFrame, levels: pd.DataFrame, summaries: list[RunSum
     if board.empty:
         body.append("<p>No summarized runs yet.</p>")
     else:
-        body += [table([*COLUMNS, "runs"], _board_rows(board, links), numeric_board,
+        if deviations:
+            body.append("<p class=\"muted\">A linked task leads to how it differs from its "
+                        "benchmark's standard and the paper's reference code "
+                        "(docs/deviations.md).</p>")
+        body += [table([*COLUMNS, "runs"], _board_rows(board, links, deviations), numeric_board,
                        cls="leaderboard"),
                  '<figure><img src="plots/leaderboard.svg" alt="final test score by agent">'
                  "<figcaption class=\"muted\">Mean final test score with its 95 % interval; "
@@ -173,6 +186,7 @@ def build_report(run_roots: Iterable[Path], layout: Layout,
                           run_page(s, RunPaths(roots[name]), f"../plots/{name}.svg"))
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     index = out / "index.html"
-    write_text_atomic(index, index_page(board, levels, summaries, generated))
+    deviations = task_links(set(board["task"]) if not board.empty else set(), out)
+    write_text_atomic(index, index_page(board, levels, summaries, generated, deviations))
     log.info("report of %d runs at %s", len(summaries), index)
     return index

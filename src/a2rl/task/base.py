@@ -153,6 +153,12 @@ class Rollouts:
                 "reward": self.reward, "games": self.games}
 
 
+def text_key(text: str) -> str:
+    """The key two items' texts are compared by when splits must share no item: the text with
+    case and spacing aside."""
+    return " ".join(text.casefold().split())
+
+
 @dataclass(frozen=True)
 class SingleTurn:
     """How agents sample and reward their own model's replies on a single-turn task's train
@@ -200,6 +206,8 @@ class Task(ABC):
 
     # the fields an item of a split must have for score_each
     item_fields: tuple[str, ...] = ()
+    # what the score is, as `a2rl tasks` lists it (the task's docstring has the definition)
+    metric: str = "score"
 
     def __init__(self, cfg: TaskConfig, data_root: Path):
         self.cfg = cfg
@@ -233,6 +241,19 @@ class Task(ABC):
         model far better on test than on its twin learnt the test items, not the task
         (a2rl.grading.twin)."""
         return None
+
+    def data_files(self) -> list[Path]:
+        """The local files or folders ``prepare`` reads (paths.data and the task's params decide
+        where); none for a task that makes its data or ships it in its package."""
+        return []
+
+    def data_status(self) -> str:
+        """Whether ``prepare`` has what it reads, in a few words (``a2rl tasks``)."""
+        files = self.data_files()
+        missing = [str(f) for f in files if not f.exists()]
+        if missing:
+            return "missing: " + ", ".join(missing)
+        return "ready" if files else "made by prepare or shipped with the task"
 
     def rollouts(self) -> Rollouts | SingleTurn | None:
         """How agents train online on this task (the harness writes it to

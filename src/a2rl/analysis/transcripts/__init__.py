@@ -10,9 +10,10 @@ A ``Transcript`` is a list of ``Turn``s in the order they happened:
   ``exit_code`` where the CLI reports one, ``error``);
 * ``user`` / ``system``: the prompt and what the CLI says about itself (text only).
 
-``time`` is ISO 8601 UTC where the CLI stamps its lines (Codex does not). One function per
-native format reads a list of parsed JSON lines (``NORMALISERS``): Claude Code stream-json,
-Codex ``exec --json``, Gemini CLI stream-json, OpenCode ``run --format json``, mini-swe-agent's
+``time`` is ISO 8601 UTC where the CLI stamps its lines (Codex does not). Each stack reads its
+own native format from a list of parsed JSON lines (``AgentStack.read_transcript`` in the
+stack's module, a2rl.llm.stacks.<name> for the built-ins): Claude Code stream-json, Codex
+``exec --json``, Gemini CLI stream-json, OpenCode ``run --format json``, mini-swe-agent's
 trajectory (as JSON lines) and OpenHands ``--headless --json`` (its agent-SDK events, one JSON
 object per line).
 """
@@ -21,10 +22,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
-from a2rl.analysis.transcripts import stacks
-from a2rl.analysis.transcripts.schema import (
+from a2rl.common.beneath import Refused, read_file
+from a2rl.llm.stacks import UnknownStack, stack_of
+from a2rl.llm.transcript_files import MAX_TRANSCRIPT_BYTES
+from a2rl.llm.transcript_schema import (
     MAX_OUTPUT,
     ToolCall,
     ToolResult,
@@ -33,17 +36,9 @@ from a2rl.analysis.transcripts.schema import (
     Turn,
     seconds,
 )
-from a2rl.common.beneath import Refused, read_file
-from a2rl.llm.transcript_files import MAX_TRANSCRIPT_BYTES
 
-__all__ = ["MAX_OUTPUT", "NORMALISERS", "ToolCall", "ToolResult", "Transcript",
+__all__ = ["MAX_OUTPUT", "ToolCall", "ToolResult", "Transcript",
            "TranscriptError", "Turn", "link_llm_calls", "normalise", "read_lines"]
-
-NORMALISERS: dict[str, Callable[[list[dict]], list[Turn]]] = {
-    "claude_code": stacks.claude_code, "codex": stacks.codex, "gemini_cli": stacks.gemini_cli,
-    "opencode": stacks.opencode, "mini_swe_agent": stacks.mini_swe_agent,
-    "openhands": stacks.openhands}
-
 
 def read_lines(path: Path) -> list[dict]:
     """The JSON objects of a transcript file; lines that are not JSON objects (a CLI's plain
@@ -68,14 +63,16 @@ def read_lines(path: Path) -> list[dict]:
 
 def normalise(stack: str, path: Path, calls: Optional[list[dict]] = None) -> Transcript:
     """The transcript at ``path`` of agent stack ``stack`` in the common schema, its model
-    responses linked to ``calls`` (llm_calls.jsonl records) when given."""
-    if stack not in NORMALISERS:
-        raise TranscriptError(f"no transcript normaliser for stack {stack!r}; expected one of "
-                              f"{sorted(NORMALISERS)}")
+    responses linked to ``calls`` (llm_calls.jsonl records) when given. A stack that is not
+    installed (or cannot be loaded) is a TranscriptError, as a malformed transcript is."""
+    try:
+        reader = stack_of(stack)
+    except UnknownStack as err:
+        raise TranscriptError(f"no transcript reader: {err}") from None
     lines = read_lines(path)
     if not lines:
         raise TranscriptError(f"{Path(path).name}: no JSON events of a {stack} transcript")
-    transcript = Transcript(stack, NORMALISERS[stack](lines))
+    transcript = Transcript(stack, reader.read_transcript(lines))
     if calls:
         link_llm_calls(transcript.turns, calls)
     return transcript

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 from a2rl.analysis.transcripts import TranscriptError, normalise
-from a2rl.analysis.transcripts.schema import Transcript, seconds
 from a2rl.common.files import iter_jsonl
 from a2rl.common.layout import RunPaths
 from a2rl.common.records import LedgerEntry, read_ledger
+from a2rl.llm.transcript_schema import Transcript, seconds
 
 # events shown in the timeline (others are the harness's bookkeeping)
 SHOWN_EVENTS = ("error", "budget_warning", "budget_kill", "agent_exit",

@@ -130,12 +130,23 @@ class Remote:
         return candidate
 
 
+def one_line(text):
+    """``text`` with each line boundary written as its escape ("\\n", "\\u2028"): every one
+    that ``str.splitlines`` breaks at, since that is what a reader of the verdict may split
+    with, so no exception message can put a line of its own (a "passed") in the verdict."""
+    out = []
+    for piece in text.splitlines(keepends=True):
+        body = piece.splitlines()[0]
+        out.append(body + repr(piece[len(body):])[1:-1])
+    return "".join(out)
+
+
 def _checker_main():
     job = read_job()
     verdict = job["verdict"]
 
     def report(line):
-        os.write(verdict, (line.replace("\n", " ")[:700] + "\n").encode("utf-8", "replace"))
+        os.write(verdict, (one_line(line)[:700] + "\n").encode("utf-8", "replace"))
 
     report("started")
     remote = Remote(job)

@@ -1,5 +1,7 @@
 """The common transcript schema (``Transcript``, ``Turn``, ``ToolCall``, ``ToolResult``) and
-the helpers the per-stack readers build it with."""
+the helpers the per-stack transcript readers build it with. It lives in a2rl.llm, below the
+analysis that reads transcripts, so that a stack's module can hold its reader beside its
+launch (a2rl.analysis.transcripts re-exports the schema)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,20 @@
 """LLM-driven agent stacks: how each agent CLI is installed, launched unattended inside the
-sandbox, pointed at the run's LLM proxy, and how its transcript is kept.
+sandbox, pointed at the run's LLM proxy, and how its transcript is kept and read.
 
-An agent config (conf/agent/<name>.yaml) names its stack and pins a version::
+Each stack is one module holding an ``AgentStack`` subclass (its install recipe, launch and
+transcript reader), registered as a plugin under the entry-point group ``a2rl.stacks``
+(a2rl.common.plugins); the six built-ins are the modules of this package, and their agent
+configs are its ``conf/agent/<name>.yaml``. This module is what they share. An agent config
+names its stack and pins a version::
 
     name: claude_code
     kind: llm
-    stack: claude_code        # a key of STACKS
+    stack: claude_code        # a stack plugin's name (``stack_of``)
     version: "2.1.332"        # the package version installed into the tools folder
     network: llm              # only the run's LLM proxy (forwarded into the sandbox)
+
+so a new CLI is one module and one YAML, in this package or in an installed one (docs/agents.md,
+"Agent and stack plugins").
 
 Installing (``install_stack`` / ``scripts/install_agents.py``) puts the package into
 ``resources/tools/<stack>/<version>/`` (or ``$A2RL_AGENT_TOOLS/<stack>/<version>/``), never into
@@ -23,10 +30,11 @@ auto-update, telemetry off where a switch exists.
 
 Transcripts: CLIs with a structured stdout mode (stream-json, --json) are run through ``tee``
 into ``transcript.jsonl`` in the run's agent folder (their stdout also reaches agent.log);
-mini-swe-agent writes its trajectory file, turned into JSON lines after the run.
+mini-swe-agent writes its trajectory file, turned into JSON lines after the run. Each stack's
+``read_transcript`` turns those lines into the common schema (a2rl.llm.transcript_schema).
 
 Flags and environment variables were checked against each pinned version's ``--help`` and
-sources; tests/test_agent_stacks.py pins the exact command lines, and a version bump must
+sources; tests/llm/test_agent_stacks.py pins the exact command lines, and a version bump must
 re-check them (the replay end-to-end tests run every installed stack).
 """
 
@@ -39,12 +47,13 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Optional
+from typing import Optional
 
 from a2rl.common.files import utc_now, write_json_atomic
 from a2rl.common.interpreter import base_interpreter
-from a2rl.llm.transcript_files import event_lines, take_transcript, trajectory_lines
-from a2rl.llm.wire import ANTHROPIC, GEMINI, OPENAI_CHAT, OPENAI_RESPONSES
+from a2rl.common.plugins import Plugin, PluginError, find
+from a2rl.llm.transcript_files import take_transcript
+from a2rl.llm.transcript_schema import Turn
 
 TRANSCRIPT = "transcript.jsonl"
 TOOLS_ENV = "A2RL_AGENT_TOOLS"
@@ -112,14 +121,20 @@ def build_prompt(description: str, workspace: str) -> str:
 
 
 class AgentStack:
-    """One agent CLI. Subclasses set the class attributes and ``launch``."""
+    """One agent CLI: how it is installed (the class attributes, ``install_commands``),
+    launched (``launch``), and how its transcript is kept (``collect_transcript``) and read
+    (``read_transcript``). Each stack is one module holding its subclass, registered under the
+    entry-point group ``a2rl.stacks`` (the built-ins are a2rl.llm.stacks.<name>); the entry's
+    name is the stack's ``name``, which agent configs give as ``agent.stack``."""
 
-    name: str = ""
     installer: str = ""  # npm or pip
     package: str = ""
     binary: str = ""  # relative to the tools folder
     python: Optional[str] = None  # pip stacks: the interpreter version they need ("3.12")
     home_page: str = ""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
 
     # ---- install ----------------------------------------------------------------------
     def install_commands(self, version: str, target: Path) -> list[list[str]]:
@@ -160,159 +175,39 @@ class AgentStack:
         """Put the native transcript at ``dest`` (JSON lines); False when there is none."""
         return take_transcript(agent_dir, TRANSCRIPT, dest)
 
-    def _bin(self, ctx: LaunchContext) -> str:
+    def read_transcript(self, lines: list[dict]) -> list[Turn]:
+        """The turns of a collected transcript (its JSON objects, in order) in the common
+        schema (a2rl.llm.transcript_schema); a2rl.analysis.transcripts reads runs with it."""
+        raise NotImplementedError
+
+    def binary_path(self, ctx: LaunchContext) -> str:
+        """The CLI's executable as the agent sees it."""
         return str(Path(ctx.tools_dir) / self.binary)
 
-    def _transcript(self, ctx: LaunchContext) -> str:
+    def transcript_path(self, ctx: LaunchContext) -> str:
+        """Where ``tee_transcript`` writes the CLI's output, as the agent sees it."""
         return f"{ctx.agent_dir}/{TRANSCRIPT}"
 
 
-class ClaudeCode(AgentStack):
-    name, installer, package = "claude_code", "npm", "@anthropic-ai/claude-code"
-    binary = "node_modules/.bin/claude"
-    home_page = "https://github.com/anthropics/claude-code"
-
-    def launch(self, ctx: LaunchContext) -> Launch:
-        argv = [self._bin(ctx), "-p", ctx.prompt, "--model", ctx.model,
-                "--output-format", "stream-json", "--verbose",
-                "--dangerously-skip-permissions", *ctx.args]
-        model = ctx.model
-        env = {"ANTHROPIC_BASE_URL": ctx.proxy_url, "ANTHROPIC_API_KEY": ctx.api_key,
-               "ANTHROPIC_MODEL": model, "ANTHROPIC_SMALL_FAST_MODEL": model,
-               "ANTHROPIC_DEFAULT_OPUS_MODEL": model, "ANTHROPIC_DEFAULT_SONNET_MODEL": model,
-               "ANTHROPIC_DEFAULT_HAIKU_MODEL": model, "CLAUDE_CODE_SUBAGENT_MODEL": model,
-               "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1",
-               "DISABLE_ERROR_REPORTING": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-               "BASH_DEFAULT_TIMEOUT_MS": "600000", "BASH_MAX_TIMEOUT_MS": "3600000"}
-        return Launch(tee_transcript(argv, self._transcript(ctx)), env, ANTHROPIC)
-
-
-class Codex(AgentStack):
-    name, installer, package = "codex", "npm", "@openai/codex"
-    binary = "node_modules/.bin/codex"
-    home_page = "https://github.com/openai/codex"
-
-    def launch(self, ctx: LaunchContext) -> Launch:
-        provider = (f'{{name="a2rl proxy", base_url="{ctx.proxy_url}/v1", '
-                    f'env_key="OPENAI_API_KEY", wire_api="responses"}}')
-        argv = [self._bin(ctx), "exec", "--json", "--skip-git-repo-check",
-                "--dangerously-bypass-approvals-and-sandbox", "--cd", ctx.workspace,
-                "--model", ctx.model, "-c", 'model_provider="a2rl"',
-                "-c", f"model_providers.a2rl={provider}", *ctx.args, ctx.prompt]
-        env = {"OPENAI_API_KEY": ctx.api_key}
-        return Launch(tee_transcript(argv, self._transcript(ctx)), env, OPENAI_RESPONSES)
-
-
-class GeminiCli(AgentStack):
-    name, installer, package = "gemini_cli", "npm", "@google/gemini-cli"
-    binary = "node_modules/.bin/gemini"
-    home_page = "https://github.com/google-gemini/gemini-cli"
-    HOME = "gemini-home"  # GEMINI_CLI_HOME: where the CLI keeps .gemini/ (settings, sessions)
-
-    def launch(self, ctx: LaunchContext) -> Launch:
-        argv = [self._bin(ctx), "-p", ctx.prompt, "--model", ctx.model, "--yolo",
-                "--output-format", "stream-json", "--skip-trust", *ctx.args]
-        # with GOOGLE_GEMINI_BASE_URL alone the CLI picks its "gateway" auth, which headless
-        # mode refuses; the settings select plain API-key auth (the base URL still holds)
-        settings = {"security": {"auth": {"selectedType": "gemini-api-key"}}}
-        env = {"GEMINI_API_KEY": ctx.api_key, "GOOGLE_GEMINI_BASE_URL": ctx.proxy_url,
-               "GEMINI_CLI_HOME": f"{ctx.agent_dir}/{self.HOME}",
-               "GEMINI_CLI_NO_RELAUNCH": "true", "GEMINI_TELEMETRY_ENABLED": "false"}
-        return Launch(tee_transcript(argv, self._transcript(ctx)), env, GEMINI,
-                      files={f"{self.HOME}/.gemini/settings.json": json.dumps(settings)})
-
-
-class OpenCode(AgentStack):
-    name, installer, package = "opencode", "npm", "opencode-ai"
-    binary = "node_modules/.bin/opencode"
-    home_page = "https://github.com/sst/opencode"
-    # provider -> (AI SDK package bundled in opencode, base URL suffix, protocol)
-    SDKS: ClassVar[dict[str, tuple[str, str, str]]] = {
-        "anthropic": ("@ai-sdk/anthropic", "/v1", ANTHROPIC),
-        "gemini": ("@ai-sdk/google", "/v1beta", GEMINI)}
-    DEFAULT_SDK = ("@ai-sdk/openai-compatible", "/v1", OPENAI_CHAT)
-
-    def config(self, ctx: LaunchContext) -> tuple[dict[str, Any], str]:
-        sdk, suffix, protocol = self.SDKS.get(ctx.provider, self.DEFAULT_SDK)
-        model = f"a2rl/{ctx.model}"
-        return {"$schema": "https://opencode.ai/config.json", "model": model,
-                "small_model": model, "autoupdate": False, "share": "disabled",
-                "provider": {"a2rl": {
-                    "npm": sdk, "name": "a2rl proxy",
-                    "options": {"baseURL": ctx.proxy_url + suffix, "apiKey": ctx.api_key},
-                    "models": {ctx.model: {"name": ctx.model, "tool_call": True}}}}}, protocol
-
-    def launch(self, ctx: LaunchContext) -> Launch:
-        config, protocol = self.config(ctx)
-        argv = [self._bin(ctx), "run", "--format", "json", "--auto",
-                "--model", config["model"], *ctx.args, ctx.prompt]
-        env = {"OPENCODE_CONFIG_CONTENT": json.dumps(config),
-               "OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1",
-               "OPENCODE_DISABLE_SHARE": "1", "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
-               "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1"}
-        return Launch(tee_transcript(argv, self._transcript(ctx)), env, protocol)
-
-
-class MiniSweAgent(AgentStack):
-    name, installer, package = "mini_swe_agent", "pip", "mini-swe-agent"
-    binary = "venv/bin/mini"
-    home_page = "https://github.com/SWE-agent/mini-swe-agent"
-    TRAJECTORY = "trajectory.json"
-
-    def launch(self, ctx: LaunchContext) -> Launch:
-        timeout = max(1, int(ctx.time_limit_s))
-        argv = [self._bin(ctx), "--yolo", "--exit-immediately", "--model",
-                f"openai/{ctx.model}", "--cost-limit", "0",
-                "--output", f"{ctx.agent_dir}/{self.TRAJECTORY}",
-                "-c", "mini.yaml", "-c", f"model.model_kwargs.api_base={ctx.proxy_url}/v1",
-                "-c", "model.cost_tracking=ignore_errors",
-                "-c", f"environment.timeout={timeout}", "-c", f"environment.cwd={ctx.workspace}",
-                *ctx.args, "--task", ctx.prompt]
-        env = {"OPENAI_API_KEY": ctx.api_key, "MSWEA_CONFIGURED": "true",
-               "MSWEA_COST_TRACKING": "ignore_errors", "MSWEA_SILENT_STARTUP": "1",
-               "MSWEA_GLOBAL_CONFIG_DIR": f"{ctx.home}/.config/mini-swe-agent",
-               "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_TELEMETRY": "False"}
-        return Launch(argv, env, OPENAI_CHAT)
-
-    def collect_transcript(self, agent_dir: Path, dest: Path) -> bool:
-        """One JSON line per message of mini's trajectory (its ``info`` as a last line)."""
-        return take_transcript(agent_dir, self.TRAJECTORY, dest, trajectory_lines)
-
-
-class OpenHands(AgentStack):
-    """The OpenHands agent through its headless CLI. PyPI ``openhands`` is the OpenHands CLI
-    (V1, on the OpenHands agent SDK); ``openhands-ai`` 1.x is the web application server and
-    no longer has a headless entry point."""
-
-    name, installer, package = "openhands", "pip", "openhands"
-    binary = "venv/bin/openhands"
-    python = "3.12"
-    home_page = "https://github.com/OpenHands/OpenHands-CLI"
-
-    def launch(self, ctx: LaunchContext) -> Launch:
-        argv = [self._bin(ctx), "--headless", "--json", "--always-approve",
-                "--override-with-envs", "--exit-without-confirmation", *ctx.args,
-                "--task", ctx.prompt]
-        env = {"LLM_MODEL": f"openai/{ctx.model}", "LLM_BASE_URL": f"{ctx.proxy_url}/v1",
-               "LLM_API_KEY": ctx.api_key, "OPENHANDS_WORK_DIR": ctx.workspace,
-               "OPENHANDS_PERSISTENCE_DIR": f"{ctx.home}/.openhands",
-               "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_TELEMETRY": "False"}
-        return Launch(tee_transcript(argv, self._transcript(ctx)), env, OPENAI_CHAT)
-
-    def collect_transcript(self, agent_dir: Path, dest: Path) -> bool:
-        """The event lines of ``--json`` output: each agent-SDK event is one JSON object per
-        line among the CLI's own status messages and summary box (those stay in agent.log)."""
-        return take_transcript(agent_dir, TRANSCRIPT, dest, event_lines)
-
-
-STACKS: dict[str, AgentStack] = {s.name: s for s in (ClaudeCode(), Codex(), GeminiCli(),
-                                                      OpenCode(), MiniSweAgent(), OpenHands())}
-
-
 def stack_of(name: str) -> AgentStack:
-    if name not in STACKS:
-        raise UnknownStack(f"agent stack {name!r}; expected one of {sorted(STACKS)}")
-    return STACKS[name]
+    """The stack plugin called ``name`` (a2rl.common.plugins: entry-point group
+    ``a2rl.stacks``). UnknownStack when none is installed (naming those that are) or when it
+    cannot be loaded (naming its package and why); ``a2rl agents`` lists every stack plugin
+    with its problem."""
+    try:
+        return load_stack(find("stacks", name))
+    except PluginError as err:
+        raise UnknownStack(str(err)) from err
+
+
+def load_stack(plugin: Plugin) -> AgentStack:
+    """The stack of a plugin: its entry names an ``AgentStack`` subclass, made with the entry's
+    name (so the name a stack is known by is written once, in its package's metadata)."""
+    cls = plugin.load()
+    if not (isinstance(cls, type) and issubclass(cls, AgentStack)):
+        raise PluginError(plugin.describe(f"{plugin.value} is not an a2rl.llm.stacks.AgentStack "
+                                          f"subclass"))
+    return cls(plugin.name)
 
 
 def tools_dir(resources: Path, stack: str, version: str) -> Path:
