@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from .extract import extract_code, program_of
 
@@ -34,20 +35,9 @@ TIMEOUT_S = 5.0  # per program: the train problems' tests take well under a seco
 MEMORY_MB = 1024  # address space per program, as the grader's default limit
 WORKERS = 2  # programs at a time (the reference agents train on two cores)
 
-# the child: read the job, cap its own memory, run the program and the tests in one namespace,
-# then print the token
-_CHILD = """
-import json, resource, sys
-def _run():
-    job = json.loads(sys.stdin.read())
-    token, limit = job.pop("token"), job.pop("memory_mb") * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    space = {"__name__": "__candidate__"}
-    exec(compile(job["program"] + "\\n\\n" + job["test"], "<candidate>", "exec"), space)
-    space["check"](space[job["entry_point"]])
-    return token
-print(_run(), flush=True)
-"""
+# the child (reward_child.py, shipped beside this module): caps its memory, runs the program
+# and the tests, then prints the token
+CHILD = Path(__file__).with_name("reward_child.py")
 
 
 def passes(program: str, test: str, entry_point: str) -> bool:
@@ -57,7 +47,7 @@ def passes(program: str, test: str, entry_point: str) -> bool:
     job = json.dumps({"program": program, "test": test, "entry_point": entry_point,
                       "token": token, "memory_mb": MEMORY_MB})
     with tempfile.TemporaryDirectory(prefix="reward-") as folder:
-        child = subprocess.Popen([sys.executable, "-I", "-c", _CHILD], cwd=folder,
+        child = subprocess.Popen([sys.executable, "-I", str(CHILD)], cwd=folder,
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                  stderr=subprocess.DEVNULL, start_new_session=True)
         try:

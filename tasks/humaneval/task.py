@@ -113,7 +113,8 @@ class HumanEvalTask(Task):
                      + [self._train_row(item, "mbpp") for item in extra])
         (out.data / "README.md").write_text(self._data_readme(len(train), len(extra)))
         here = Path(__file__).parent
-        ship_package(out.data / "reward", here / "reward.py", here / "extract.py")
+        ship_package(out.data / "reward", here / "reward.py", here / "extract.py",
+                     here / "reward_child.py")
         write_jsonl_atomic(out.test, [self._sealed(item) for item in test])
         if validation:
             write_jsonl_atomic(out.validation, [self._sealed(item) for item in validation])
