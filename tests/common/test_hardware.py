@@ -201,7 +201,9 @@ def test_sft_script_stops_at_the_deadline_and_saves(tiny_model, tmp_path):
     report = json.loads((out / "train_log.json").read_text())
     assert report["steps"] == 1 and report["skipped_steps"] == 49
     assert report["precision"] == "fp32" and "49 of 50 steps skipped" in report["stopped"]
-    assert (out / "config.json").is_file()
+    # the Trainer writes use_cache into the saved config: the base model's setting stays
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["use_cache"] == json.loads((tiny_model / "config.json").read_text())["use_cache"]
 
 
 def test_agent_gets_the_jobs_gpus_only(monkeypatch):

@@ -66,7 +66,10 @@ def training_config(a, precision):
                      # the sandbox exposes no GPU; the harness chose the precision for the CPU
                      report_to="none", use_cpu=True, seed=a.seed,
                      completion_only_loss=True, bf16=precision == "bf16", fp16=False,
-                     activation_checkpointing=False)
+                     activation_checkpointing=False,
+                     # the Trainer writes this into the model's config (default False), and the
+                     # saved model would then run without its KV cache wherever config decides
+                     use_cache=True)
 
 
 def arguments():
