@@ -28,8 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("overrides", nargs="*", help="Hydra overrides naming the cell's config")
     args = p.parse_args(argv)
 
-    from a2rl.config.compose import compose
-    from a2rl.pipeline.stages import load_task_of
+    from a2rl.config import compose
+    from a2rl.pipeline import load_task_of
 
     cfg = compose(args.overrides)
     task = load_task_of(cfg)

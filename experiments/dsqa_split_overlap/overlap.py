@@ -21,7 +21,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from a2rl.common.files import write_json_atomic
+from a2rl.common import write_json_atomic
 
 REFERENCE_SEED, REFERENCE_TRAIN, REFERENCE_EVAL = 42, 100, 200
 
@@ -45,8 +45,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     from a2rl_tasks.deepsearchqa.dsqa_data import load_dsqa, split_dsqa
 
-    from a2rl.config.compose import compose
-    from a2rl.task.base import load_task
+    from a2rl.config import compose
+    from a2rl.task import load_task
 
     cfg = compose(["task=deepsearchqa", *a.overrides])
     data_root = Path(cfg.paths.root) / cfg.paths.data

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 from gpu_check import prompts_for, with_random_weights  # noqa: E402
 
@@ -34,8 +34,8 @@ def timed(fn, repeats: int = 2) -> float:
 
 
 def a2rl_call(model: Path, prompts: list[str], tokens: int, **options) -> float:
-    from a2rl.config.types import InferenceConfig
-    from a2rl.task.inference import load_generator
+    from a2rl.config import InferenceConfig
+    from a2rl.task import load_generator
 
     cfg = InferenceConfig(backend="hf", batch_size=len(prompts), max_new_tokens=tokens,
                           precision="auto", **options)

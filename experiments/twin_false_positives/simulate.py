@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
-from a2rl.grading.twin import verdict  # noqa: E402
+from a2rl.grading import verdict
 
 
 def score(rng: random.Random, n: int, p: float) -> tuple[float, float]:

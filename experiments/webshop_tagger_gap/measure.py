@@ -82,17 +82,17 @@ def pairs_report(goals, products, first_page, finders) -> dict:
     return out
 
 
-def random_report(task, games, seeds, finders) -> dict:
+def random_report(task, games, root, seeds, finders) -> dict:
     from a2rl_tasks.webshop.env import WebShopEnv
     from a2rl_tasks.webshop.task import RandomShopper
 
-    from a2rl.task.envs import play
+    from a2rl.task import play
 
     rewards = {t: [] for t in finders}
     for seed in range(seeds):
         for t, f in finders.items():
             episodes = with_nouns(f, lambda: play(games, WebShopEnv, RandomShopper(seed),
-                                                 task.params.max_steps, task.fmt))
+                                                 task.params.max_steps, task.fmt, root=root))
             rewards[t] += [float(e.score) for e in episodes]
     a, b = rewards.values()
     return {"episodes": len(a), **{f"score_{t}": 100 * sum(r) / len(r)
@@ -110,10 +110,9 @@ def main(argv: list[str] | None = None) -> dict:
     from a2rl_tasks.webshop.env import CATALOG, INDEX
     from a2rl_tasks.webshop.search import SearchIndex
 
-    from a2rl.common.files import iter_jsonl
-    from a2rl.common.layout import PreparedTaskPaths
-    from a2rl.config.compose import compose
-    from a2rl.task.base import load_task
+    from a2rl.common import PreparedTaskPaths, iter_jsonl
+    from a2rl.config import compose
+    from a2rl.task import load_task
 
     finders = {t: nouns_by(t) for t in ("spacy", "content-words")}
     cfg = compose(["task=webshop", *a.overrides])
@@ -133,11 +132,11 @@ def main(argv: list[str] | None = None) -> dict:
         hits = index.search(goal["instruction_text"].lower(), task.params.results_per_page)
         return [by_asin[asin] for asin in hits]
 
-    _, games = task._games(out.test)
+    _, games, root = task._games(out.test)
     report = {"task": cfg.task.id, "goals": len(goals), "products": len(products),
               "titles": titles_report(goals, finders),
               "pairs": pairs_report(goals, products, first_page, finders),
-              "random": random_report(task, games, a.seeds, finders)}
+              "random": random_report(task, games, root, a.seeds, finders)}
     text = json.dumps(report, indent=1)
     print(text)
     if a.out:
