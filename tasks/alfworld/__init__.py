@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from a2rl.config.types import TaskConfig
+from a2rl.task import TaskConfig
 
 from .params import AlfworldParams
 from .task import AlfworldTask

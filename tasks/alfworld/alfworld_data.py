@@ -23,7 +23,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from a2rl.config.types import ConfigError
+from a2rl.task import ConfigError
 
 from .alfworld_env import task_type
 
@@ -38,9 +38,8 @@ def data_root(path: str, base: Path) -> Path:
         raise ConfigError(
             f"no ALFWorld data at {root} (task.params.data_path={path!r}, relative to "
             f"paths.data={base}): expected {root}/json_2.1.1/<split>/<task>/<trial>/game.tw-pddl. "
-            "Get it with `pip install alfworld==0.4.2 && alfworld-download` (needs internet) "
-            "and point data_path at $ALFWORLD_DATA, or use the offline task "
-            "conf/task/household.yaml")
+            "Run `a2rl data fetch alfworld` (ALFWorld's release archive; needs internet, or "
+            "--from a folder holding it), or use the offline task conf/task/household.yaml")
     return root
 
 
@@ -88,7 +87,7 @@ def find_games(root: Path, split: str) -> list[Path]:
 def sample(games: list[Path], n: int | None) -> list[Path]:
     """``n`` of the games (all with ``None``), stratified by task type and kept in path order:
     a seeded shuffle (seed 0), then one game of each type in turn, so a cap of 6k games has k of
-    every type (``scripts/alfworld_baselines.py`` measures the same subset)."""
+    every type (``experiments/alfworld_baselines/baselines.py`` measures the same subset)."""
     if not n or n >= len(games):
         return games
     by_type: dict[str, list[Path]] = {}

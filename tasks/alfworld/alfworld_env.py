@@ -28,7 +28,7 @@ import re
 from pathlib import Path
 
 try:
-    from a2rl.task.envs import Observation, PromptFormat, Step, TextEnv
+    from a2rl.task import Observation, PromptFormat, Step, TextEnv
 except ImportError:  # inside an agent's sandbox: the copy next to this file
     from a2rl_envs import Observation, PromptFormat, Step, TextEnv
 

@@ -89,8 +89,11 @@ def make_games(folder: Path, prefix: str, n: int, first_seed: int, difficulty: D
     from textworld import GameOptions
     from textworld.generator import compile_game
 
+    from a2rl.task import progress
+
     folder.mkdir(parents=True, exist_ok=True)
     metas, seed = [], first_seed
+    bar = progress(total=n, desc=f"{prefix} games", unit="game")
     while len(metas) < n:
         if seed - first_seed > n * max_tries_per_game:
             raise RuntimeError(f"only {len(metas)} of {n} games with goal types {goal_types} in "
@@ -110,4 +113,6 @@ def make_games(folder: Path, prefix: str, n: int, first_seed: int, difficulty: D
                 "walkthrough": list(game.metadata["walkthrough"])}
         game_file.with_suffix(".meta.json").write_text(json.dumps(meta, indent=1))
         metas.append(meta)
+        bar.update()
+    bar.close()
     return metas

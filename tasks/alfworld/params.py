@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from a2rl.config.checks import from_mapping, require
+from a2rl.task import ACTION_PROTOCOLS, EpisodePromptParams, from_mapping, require
 
 SOURCES = ("household", "alfworld")
 HOUSEHOLD_GOAL_TYPES = ["put_in", "put_on", "fetch", "open_fetch", "drop", "open"]
@@ -37,46 +37,52 @@ def _range(name: str, value: Any) -> tuple[int, int]:
 
 
 @dataclass
-class AlfworldParams:
+class AlfworldParams(EpisodePromptParams):
     """Games, episode limits and prompting of the ALFWorld task (both sources); the household
     generator's own knobs (rooms, objects, quest_length, goal_types, seeds) and the real
     games' (split, train_splits, data_path) are ignored by the other source."""
 
-    source: str = field(default="household", metadata={
-        "help": "household (games generated with TextWorld, offline) or alfworld (the real "
-                "game files under data_path)."})
-    train_games: int | None = field(default=120, metadata={
-        "help": "household: games made for the agent; alfworld: a cap (null: all)."})
-    test_games: int | None = field(default=50, metadata={
-        "help": "household: sealed games; alfworld: a cap (134 = the whole split)."})
-    max_steps: int = field(default=12, metadata={"help": "Actions per episode at most."})
-    train_seed: int = field(default=1_000_000, metadata={
-        "help": "household: first seed tried for train games."})
-    test_seed: int = field(default=7_340_117, metadata={
-        "help": "household: first seed tried for test games (far from train_seed)."})
-    rooms: tuple[int, int] = field(default=(2, 4), metadata={
-        "help": "household: rooms per game, [low, high] (or one number for both)."})
-    objects: tuple[int, int] = field(default=(6, 10), metadata={
-        "help": "household: objects per game, [low, high] (or one number for both)."})
-    quest_length: tuple[int, int] = field(default=(2, 4), metadata={
-        "help": "household: actions the quest needs, [low, high] (or one number for both)."})
-    goal_types: list[str] = field(default_factory=lambda: list(HOUSEHOLD_GOAL_TYPES),
-                                  metadata={"help": f"household: goal kinds, from "
-                                                    f"{KNOWN_GOAL_TYPES}."})
-    history: int = field(default=2, metadata={"help": "Previous steps in the prompt."})
-    max_new_tokens: int = field(default=24, metadata={
-        "help": "Reply length when the grader generates an action."})
-    random_seeds: int = field(default=3, metadata={
-        "help": "Random-policy baseline: mean over this many seeds."})
-    trajectories_per_game: int = field(default=2, metadata={
-        "help": "Expert demonstrations per train game (1 clean + perturbed)."})
-    split: str = field(default="eval_out_of_distribution", metadata={
-        "help": "alfworld: the split the test games come from."})
-    train_splits: list[str] = field(default_factory=lambda: ["train", "valid_train"], metadata={
-        "help": "alfworld: the splits the agent's train games come from, in order."})
-    data_path: str = field(default="alfworld", metadata={
-        "help": "alfworld: the data folder (holds json_2.1.1/), absolute or relative to "
-                "paths.data ($A2RL_DATA)."})
+    source: str = "household"
+    """household (games generated with TextWorld, offline) or alfworld (the real game files under
+    data_path)."""
+    train_games: int | None = 120
+    """household: games made for the agent; alfworld: a cap (null: all)."""
+    test_games: int | None = 50
+    """household: sealed games; alfworld: a cap (134 = the whole split)."""
+    max_steps: int = 12
+    """Actions per episode at most."""
+    train_seed: int = 1_000_000
+    """household: first seed tried for train games."""
+    test_seed: int = 7_340_117
+    """household: first seed tried for test games (far from train_seed)."""
+    rooms: tuple[int, int] = (2, 4)
+    """household: rooms per game, [low, high] (or one number for both)."""
+    objects: tuple[int, int] = (6, 10)
+    """household: objects per game, [low, high] (or one number for both)."""
+    quest_length: tuple[int, int] = (2, 4)
+    """household: actions the quest needs, [low, high] (or one number for both)."""
+    goal_types: list[str] = field(default_factory=lambda: list(HOUSEHOLD_GOAL_TYPES))
+    """household: goal kinds, from KNOWN_GOAL_TYPES (put_in, put_on, fetch, open_fetch, drop,
+    open, pick_two, close, lock, unlock, eat)."""
+    history: int = 2
+    """prompt_format=rewrite: previous steps in the prompt."""
+    actions: str = "closest"
+    """closest: a reply is mapped onto the closest admissible action; own: ReAct-style, as
+    ALFWorld's evaluations: the reply's own action, one that is not admissible is invalid ("Nothing
+    happens.", a step spent)."""
+    max_new_tokens: int = 24
+    """Reply length when the grader generates an action."""
+    random_seeds: int = 3
+    """Random-policy baseline: mean over this many seeds."""
+    trajectories_per_game: int = 2
+    """Expert demonstrations per train game (1 clean + perturbed)."""
+    split: str = "eval_out_of_distribution"
+    """alfworld: the split the test games come from."""
+    train_splits: list[str] = field(default_factory=lambda: ["train", "valid_train"])
+    """alfworld: the splits the agent's train games come from, in order."""
+    data_path: str = "alfworld"
+    """alfworld: the data folder (holds json_2.1.1/), absolute or relative to paths.data
+    ($A2RL_DATA)."""
 
     def __post_init__(self) -> None:
         require(self.source in SOURCES,
@@ -98,6 +104,8 @@ class AlfworldParams:
         require(not unknown and bool(self.goal_types),
                 f"task.params.goal_types={self.goal_types}: expected a non-empty list from "
                 f"{KNOWN_GOAL_TYPES}")
+        require(self.actions in ACTION_PROTOCOLS,
+                f"task.params.actions={self.actions!r}; expected one of {ACTION_PROTOCOLS}")
         require(self.trajectories_per_game >= 1,
                 f"task.params.trajectories_per_game={self.trajectories_per_game}; expected >= 1")
 

@@ -21,23 +21,31 @@ import json
 import random
 import shutil
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import a2rl.task.envs as envs_module
-from a2rl.common.files import iter_jsonl, write_jsonl_atomic
-from a2rl.common.layout import PreparedTaskPaths
-from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
-from a2rl.task.base import EvalResult, Rollouts, Task, require_test_feedback, score_by_group
-from a2rl.task.envs import (
+from a2rl.task import (
     Choice,
+    ConfigError,
     EpisodeView,
+    EvalResult,
     ExpertPolicy,
     GeneratorPolicy,
-    PromptFormat,
+    InferenceConfig,
+    PreparedTaskPaths,
     RandomPolicy,
+    Rollouts,
+    Task,
+    TaskConfig,
+    iter_jsonl,
     play,
+    render_readme,
+    require_test_feedback,
+    score_by_group,
+    ship_episode_modules,
     success_rate,
+    write_jsonl_atomic,
 )
 
 from .params import AlfworldParams
@@ -73,7 +81,7 @@ class AlfworldTask(Task):
         super().__init__(cfg, data_root)
         self.params = AlfworldParams.from_dict(cfg.params)
         require_test_feedback(cfg)
-        self.fmt = PromptFormat(history=self.params.history)
+        self.fmt = self.params.episode_prompt(history=self.params.history)
 
     # ---- environments -----------------------------------------------------------------------
 
@@ -95,12 +103,16 @@ class AlfworldTask(Task):
         """The environment's source file, copied into the agent's data folder."""
         return "household_env.py" if self.params.source == "household" else "alfworld_env.py"
 
+    def grading_settings(self) -> dict[str, Any]:
+        return {"prompt": asdict(self.fmt), "actions": self.params.actions}
+
     def rollouts(self) -> Rollouts:
         """The grader's environment class in the copied module (for ALFWorld without the
         expert: replanning with Fast Downward at every step would cost more than the rollout),
         rewarded by whether the episode was won."""
         env = "HouseholdEnv" if self.params.source == "household" else "AlfworldEnv"
-        return Rollouts(module=Path(self._env_module()).stem, env=env, reward="won")
+        return Rollouts(module=Path(self._env_module()).stem, env=env, reward="won",
+                        prompt=asdict(self.fmt), actions=self.params.actions)
 
     def _games(self, split: Path) -> tuple[list[dict[str, Any]], list[str], Path]:
         """The split's rows, their game ids and the folder the ids are relative to."""
@@ -175,7 +187,7 @@ class AlfworldTask(Task):
                      [{"game": str(Path(g).relative_to(out.data)), "goal_type": train_types[g]}
                       for g in train_files])
         here = Path(__file__).parent
-        shutil.copyfile(envs_module.__file__, out.data / "a2rl_envs.py")
+        ship_episode_modules(out.data)
         source_file = "textworld_env.py" if p.source == "household" else "alfworld_env.py"
         shutil.copyfile(here / source_file, out.data / self._env_module())
         (out.data / "README.md").write_text(self._data_readme(len(train_files),
@@ -239,62 +251,23 @@ class AlfworldTask(Task):
                 "breakdown": breakdown_by_type([r["goal_type"] for r in rows], won)}
 
     def _data_readme(self, n_games: int, n_pairs: int) -> str:
-        example = self.fmt.user_prompt("<goal>", [("<previous action>", "<what it did>")],
-                                       "<what you see now>", ["<action 1>", "<action 2>"])
-        module = Path(self._env_module()).stem
-        env_class = "HouseholdEnv" if self.params.source == "household" else "AlfworldEnv"
-        games = (f"- `games/`: {n_games} TextWorld train games (`*.z8` + TextWorld's `*.json`; "
-                 "`*.meta.json` has the seed, size, goal type and the walkthrough).\n"
-                 if self.params.source == "household" else
-                 f"- `games/`: {n_games} ALFWorld train games, "
-                 "`<split>/<task type>-<object>-...-<scene>/<trial>/game.tw-pddl` (TextWorld PDDL "
-                 "games; the JSON's `walkthrough` is an expert action sequence).\n")
-        test = ("Test games are made by the same generator from other seeds (same kinds of goals, "
-                "2-4 rooms)." if self.params.source == "household" else
-                "Test games are ALFWorld's `valid_unseen` games (unseen rooms, the same six task "
-                "types).")
-        return (
-            "# Training data: household text games\n\n" + games +
-            "- `train_games.jsonl`: the train games and their goal types.\n"
-            "- `trajectories.jsonl`: expert episodes per train game (`kind: expert` follows the "
-            "walkthrough; `perturbed_expert` takes some random detours and recovers); "
-            "`actions` taken, `expert_actions` the expert's choice in each state.\n"
-            f"- `train.jsonl`: {n_pairs} step-level pairs `prompt` (the grader's user turn for "
-            "that state) -> `completion` (the expert's action).\n"
-            f"- `{module}.py` + `a2rl_envs.py`: play the train games with any policy, "
-            "e.g. your own model (see below).\n\n"
-            f"The grader plays each sealed test game for at most {self.params.max_steps} "
-            "actions. Every turn it sends one user turn (the model's chat template, generation "
-            "prompt added, no system turn) and greedily decodes at most "
-            f"{self.params.max_new_tokens} tokens; the first line of the reply is matched to the "
-            "closest available action. The user turn is:\n\n"
-            f"```\n{example}\n```\n\n"
-            f"A game counts 1 when it is won, else 0. {test}\n\n"
-            "## Rolling out a model in the train games\n\n"
-            "```python\nimport sys; sys.path.insert(0, 'data')\n"
-            f"from {module} import {env_class}, load_games, PROMPT\n"
-            "from a2rl_envs import play, RandomPolicy, GeneratorPolicy, success_rate\n"
-            "games = load_games('data/games')\n"
-            f"episodes = play(games, {env_class}, RandomPolicy(0), "
-            f"max_steps={self.params.max_steps}, "
-            "fmt=PROMPT, keep_prompts=True)\n"
-            "print(success_rate(episodes))   # episodes[i].steps: prompt, action, reward, expert\n"
-            "```\n\n"
-            "A policy is any object with `choose(views) -> [Choice(action)]`, called once per step "
-            "with all unfinished episodes (`view.prompt`, `view.admissible`), so one batched "
-            "model call serves every game; `GeneratorPolicy(gen)` wraps an object with "
-            "`.tokenizer` and `.generate(prompts, max_new_tokens)`.\n")
+        example = self.fmt.example("<goal>", [("<previous action>", "<what it did>")],
+                                   "<what you see now>", ["<action 1>", "<action 2>"])
+        return render_readme(Path(__file__).with_name("data_readme.md.j2"), {
+            "n_games": n_games, "n_pairs": n_pairs, "p": self.params,
+            "rollouts": self.rollouts(), "sends": self.fmt.describe(), "example": example})
 
     # ---- scoring ----------------------------------------------------------------------------
 
     def evaluate(self, model_dir: Path, split: Path, inference: InferenceConfig) -> EvalResult:
-        from a2rl.task.inference import load_generator
+        from a2rl.task import load_generator
 
         started = time.perf_counter()
         rows, games, root = self._games(split)
         generator = load_generator(Path(model_dir), inference)
         try:
-            policy = GeneratorPolicy(generator, self.params.max_new_tokens)
+            policy = GeneratorPolicy(generator, self.params.max_new_tokens,
+                                     actions=self.params.actions)
             episodes = play(games, self._env_factory(), policy, self.params.max_steps, self.fmt,
                             root=root)
         finally:
@@ -312,6 +285,7 @@ class AlfworldTask(Task):
         breakdown = breakdown_by_type([r["goal_type"] for r in rows], per_item)
         breakdown["mean_steps"] = sum(ep.n_steps for ep in episodes) / len(episodes)
         breakdown["exact_action_pct"] = 100.0 * methods.count("exact") / max(1, len(methods))
+        breakdown["invalid_action_pct"] = 100.0 * methods.count("invalid") / max(1, len(methods))
         return EvalResult(per_item=per_item, seconds=time.perf_counter() - started,
                           records=records, breakdown=breakdown)
 

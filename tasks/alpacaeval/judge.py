@@ -42,8 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from a2rl.task.base import GradingUnavailable, RecordingProxy
-from a2rl.task.chat import complete
+from a2rl.task import GradingBudgetExhausted, GradingUnavailable, RecordingProxy, complete, progress
 
 TEMPLATE_FILE = Path(__file__).with_name("judge_template.txt")
 FIRST, SECOND = "m", "M"  # the template's identifiers of output_1 and output_2
@@ -137,7 +136,7 @@ class LocalHFJudge(Judge):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from a2rl.common.hardware import torch_dtype
+        from a2rl.task import torch_dtype
 
         self.model_dir = Path(model_dir)
         self.template = template or template_text()
@@ -166,7 +165,7 @@ class LocalHFJudge(Judge):
         return ids[0]
 
     def _encode(self, pair: Pair) -> list[int]:
-        from a2rl.task.inference import encode_prompt
+        from a2rl.task import encode_prompt
 
         messages = judge_messages(pair.instruction, pair.first, pair.second, self.template)
         if getattr(self.tokenizer, "chat_template", None):
@@ -385,6 +384,7 @@ class CachedJudge:
                 usage.cache_hits += 1
             else:
                 todo.append(i)
+        bar = progress(total=len(todo), desc="judge", unit="pair")
         try:
             for start in range(0, len(todo), self.chunk):
                 self._check_budget()
@@ -402,13 +402,15 @@ class CachedJudge:
                     self.spent_usd += verdict.cost_usd
                 if self.cache:  # kept even if a later chunk fails: a retry pays only the rest
                     self.cache.put_many(fresh)
+                bar.update(len(idx))
         finally:
+            bar.close()
             self.total.add(usage)
         return [out[i] for i in range(len(pairs))], usage
 
     def _check_budget(self) -> None:
         if self.max_usd is not None and self.spent_usd >= self.max_usd:
-            raise JudgeFailed(f"the judge budget is used up: {self.spent_usd:.4f} of "
+            raise GradingBudgetExhausted(f"the judge budget is used up: {self.spent_usd:.4f} of "
                               f"{self.max_usd} USD (task.params.judge.max_usd)")
 
     def close(self) -> None:

@@ -6,8 +6,9 @@ feature, predicted at zero length difference).
 The GLM fetches precomputed files from the Hugging Face dataset ``tatsu-lab/alpaca_eval`` at run
 time: ``df_gamed.csv`` (annotations of two length-gamed baselines, and each instruction's
 difficulty) and, for ``predict_winrate``, ``instruction_difficulty.csv``. They were never in the
-GitHub repository. ``hub_files`` maps those names to local copies; a name without a copy is
-fetched from the Hub as alpaca_eval does, and a failure names the missing file
+GitHub repository. ``hub_files`` maps those names to local copies (by default the ones `a2rl data
+fetch alpacaeval` installs under ``paths.data``/alpacaeval/: ``installed_hub_files``); a name
+without a copy is fetched from the Hub as alpaca_eval does, and a failure names the missing file
 (``MissingHubFile``).
 
 GLMs (``alpaca_eval.metrics.glm_winrate.GLM_INFO``):
@@ -38,6 +39,8 @@ GLMS = ("length_controlled_v1", "length_controlled_noreg", "length_controlled_mi
 NEEDS_DIFFICULTY = ("length_controlled_v1", "length_controlled_noreg")
 HUB_REPO = "tatsu-lab/alpaca_eval"
 REFERENCE_GENERATOR = "gpt4_1106_preview"
+# the files the GLM downloads from HUB_REPO, as tasks/alpacaeval/data.yaml installs them
+HUB_FILES = ("df_gamed.csv", "instruction_difficulty.csv")
 ANNOTATOR = "weighted_alpaca_eval_gpt4_turbo"
 
 
@@ -54,6 +57,13 @@ class MissingHubFile(RuntimeError):
             f"{filename}) and name the copy in task.params.hub_files ({filename}: PATH) or "
             f"`--hub-file {filename}=PATH`"
             + (f" ({type(cause).__name__}: {cause})" if cause else ""))
+
+
+def installed_hub_files(data_root: Path) -> dict[str, Path]:
+    """The GLM's Hub files installed under ``data_root``/alpacaeval/ (`a2rl data fetch
+    alpacaeval`), by name; those absent are left out (the GLM then asks the Hub)."""
+    folder = Path(data_root) / "alpacaeval"
+    return {name: folder / name for name in HUB_FILES if (folder / name).is_file()}
 
 
 @contextlib.contextmanager

@@ -10,12 +10,14 @@ the first 2,000 rows of tatsu-lab/alpaca, GPT-4 Turbo judges through the recordi
       train_size: 2000
       judge: {kind: api, driver: gpt_4_turbo, max_usd: 20}
 
-The offline variant (smoke grid; not AlpacaEval 2.0): a seeded split of the 805 shipped in the
-repository, the rest as training data with the GPT-4 Turbo outputs as targets, the grader's own
-SmolLM2 as the judge, alpaca_eval's length-only GLM::
+The offline variant (not AlpacaEval 2.0): a seeded split of the 805 under paths.data (`a2rl
+data fetch alpacaeval`; the default and ci grids use the 101-instruction sample shipped with the
+task, ``eval_source: bundled``), the rest as training data with the GPT-4 Turbo outputs as
+targets, the grader's own SmolLM2 as the judge, alpaca_eval's length-only GLM::
 
     params:
-      eval_source: bundled
+      eval_source: file
+      eval_file: alpacaeval/alpaca_eval_gpt4_baseline.json
       train_source: split
       test_size: 50
       judge: {kind: local}
@@ -29,8 +31,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from a2rl.config.checks import ConfigError, check_keys, require
-from a2rl.config.types import ModelConfig
+from a2rl.task import ConfigError, ModelConfig, check_keys, require
 
 from .metric import GLMS
 
@@ -112,9 +113,10 @@ class JudgeParams:
 class AlpacaEvalParams:
     """Data, generation, judge and metric of the AlpacaEval task.
 
-    Evaluation set (``eval_source``): ``bundled`` (the 805 instructions with the GPT-4 Turbo
-    reference outputs, shipped compressed in tasks/alpacaeval/data/), ``file`` (``eval_file``,
-    an alpaca_eval-format JSON list with instruction and output) or ``hf`` (``hf_id``/``hf_file``
+    Evaluation set (``eval_source``): ``bundled`` (every 8th of the 805 instructions with the
+    GPT-4 Turbo reference outputs, 101, shipped in tasks/alpacaeval/data/), ``file``
+    (``eval_file``, relative to paths.data: an alpaca_eval-format JSON list with instruction and
+    output, e.g. the 805 `a2rl data fetch alpacaeval` installs) or ``hf`` (``hf_id``/``hf_file``
     from the Hub). ``test_size`` instructions (null: all 805) drawn with ``seed`` are sealed.
 
     Training data (``train_source``): ``split`` (the other instructions, reference outputs as

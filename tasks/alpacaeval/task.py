@@ -18,10 +18,19 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
-from a2rl.common.files import iter_jsonl, write_jsonl_atomic
-from a2rl.common.layout import PreparedTaskPaths
-from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
-from a2rl.task.base import EvalResult, Harness, Task
+from a2rl.task import (
+    ConfigError,
+    EvalResult,
+    Harness,
+    InferenceConfig,
+    PaidApi,
+    PreparedTaskPaths,
+    Task,
+    TaskConfig,
+    iter_jsonl,
+    render_readme,
+    write_jsonl_atomic,
+)
 
 from .judge import (
     CachedJudge,
@@ -34,11 +43,15 @@ from .judge import (
     VerdictCache,
     template_text,
 )
-from .metric import REFERENCE_GENERATOR, compute_metrics
+from .metric import REFERENCE_GENERATOR, compute_metrics, installed_hub_files
 from .params import AlpacaEvalParams
 from .sources import alpaca_rows, instruction_key, load_eval_set, split_eval_set
 
 SUBMISSION = "submission"  # generator_2 in the annotations
+EVAL_SET_SIZE = 805  # AlpacaEval's instructions
+# a judge call's prompt: the template, the instruction, the reference and the model's reply
+# (the config's own estimate, conf/task/alpacaeval.yaml)
+JUDGE_CALL_TOKENS = 1000
 
 
 def clean_output(text: Any) -> str:
@@ -90,6 +103,13 @@ class AlpacaEvalTask(Task):
 
     # ---- data -------------------------------------------------------------------------------
 
+    def data_files(self) -> list[Path]:
+        p = self.params
+        if p.eval_source != "file":
+            return []  # the sample shipped with the task, or the Hub
+        path = Path(p.eval_file)
+        return [path if path.is_absolute() else self.data_root / path]
+
     def prepare(self, out: PreparedTaskPaths) -> dict[str, Any]:
         p = self.params
         items, where = load_eval_set(p, self.data_root)
@@ -127,25 +147,13 @@ class AlpacaEvalTask(Task):
                 "prompt": item["instruction"], "system": self.params.system_prompt}
 
     def _data_readme(self, n_train: int) -> str:
-        p = self.params
-        source = ("AlpacaEval instructions (not the sealed ones) with GPT-4 Turbo's reference "
-                  "outputs as `completion`" if p.train_source == "split" else
-                  f"rows of {p.alpaca_hf_id} (instruction and input as `prompt`, its output "
-                  f"as `completion`)")
-        return (
-            "# Training data\n\n"
-            f"`train.jsonl`: {n_train} {source}, one JSON object per line: `id`, `instruction`, "
-            "`prompt` (the user turn), `completion` (a target reply).\n\n"
-            "The grader sends each sealed instruction as the only user turn (the model's chat "
-            "template, generation prompt added"
-            + (f", system turn `{p.system_prompt}`" if p.system_prompt else "")
-            + f") and decodes greedily, at most {p.max_new_tokens} new tokens. A judge model "
-            "compares each reply with GPT-4 Turbo's reply to the same instruction.\n")
+        return render_readme(Path(__file__).with_name("data_readme.md.j2"),
+                             {"n_train": n_train, "p": self.params})
 
     # ---- scoring ----------------------------------------------------------------------------
 
     def evaluate(self, model_dir: Path, split: Path, inference: InferenceConfig) -> EvalResult:
-        from a2rl.task.inference import chat_replies
+        from a2rl.task import chat_replies
 
         started = time.perf_counter()
         items = list(iter_jsonl(split))
@@ -220,8 +228,10 @@ class AlpacaEvalTask(Task):
                 "judge_cost_usd": round(usage.cost_usd, 6)}
 
     def _hub_files(self) -> dict[str, Path]:
-        return {name: (Path(path) if Path(path).is_absolute() else self.data_root / path)
-                for name, path in self.params.hub_files.items()}
+        """The GLM's Hub files: those configured, else those installed under paths.data."""
+        return installed_hub_files(self.data_root) | {
+            name: (Path(path) if Path(path).is_absolute() else self.data_root / path)
+            for name, path in self.params.hub_files.items()}
 
     # ---- the judge ----------------------------------------------------------------------------
 
@@ -252,10 +262,8 @@ class AlpacaEvalTask(Task):
             import os
             http.api_key = os.environ.get(j.api_key_env) if j.api_key_env else None
             return OpenAIJudge(http, template)
-        from a2rl.config.compose import compose
-
         harness = self._harness("the API judge")
-        driver = compose([f"driver={j.driver}"]).driver
+        driver = harness.driver(j.driver)
         calls = self.grading_calls or harness.layout.task_cache(self.cfg.id) / "judge_calls.jsonl"
         left = None if j.max_usd is None else max(j.max_usd - self.judge_spent_usd, 1e-9)
         proxy = harness.recording_proxy(driver, calls, left, http.timeout_s)
@@ -272,6 +280,26 @@ class AlpacaEvalTask(Task):
             raise ConfigError(f"{what} needs the harness (a2rl.task.base.Harness), which sets "
                               f"task.harness; a task built alone has none")
         return self.harness
+
+    def paid_apis(self) -> list[PaidApi]:
+        """A paid judge (kind api or openai): every sealed instruction judged once or in both
+        orders; the verdict cache makes a repeated reply free, which this ignores."""
+        j = self.params.judge
+        if j.kind == "local":
+            return []
+        items = self.params.test_size or EVAL_SET_SIZE
+        orders = 2 if j.both_orders else 1
+        per_call = (JUDGE_CALL_TOKENS * j.price_in_per_mtok
+                    + j.max_tokens * j.price_out_per_mtok) / 1e6
+        return [PaidApi(
+            "judge", driver=j.driver if j.kind == "api" else None,
+            key_env=j.api_key_env if j.kind == "openai" else None,
+            calls_per_eval=items * orders, input_tokens_per_call=JUDGE_CALL_TOKENS,
+            output_tokens_per_call=j.max_tokens,
+            usd_per_call=per_call if j.kind == "openai" else 0.0, max_usd=j.max_usd,
+            cap_key="task.params.judge.max_usd",
+            assumption=f"{items} instructions x {orders} order(s), ~{JUDGE_CALL_TOKENS} "
+                       f"prompt tokens and at most {j.max_tokens} written a call, no cache hits")]
 
     # ---- agent-facing -----------------------------------------------------------------------
 

@@ -36,9 +36,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from a2rl.config.types import DriverConfig
-from a2rl.task.base import GradingUnavailable, RecordingProxy
-from a2rl.task.chat import complete
+from a2rl.task import (
+    DriverConfig,
+    GradingBudgetExhausted,
+    GradingUnavailable,
+    RecordingProxy,
+    complete,
+    progress,
+)
 
 from .params import JudgeParams
 from .scoring import Grade, is_blank
@@ -198,7 +203,7 @@ class DeepSearchJudge:
         if self._chat is None:  # started only when something is not cached
             p = self.params
             if p.max_usd is not None and self.spent_usd >= p.max_usd:
-                raise GradingUnavailable(f"the judge budget is used up: {self.spent_usd:.4f} "
+                raise GradingBudgetExhausted(f"the judge budget is used up: {self.spent_usd:.4f} "
                                          f"of {p.max_usd} USD (task.params.judge.max_usd)")
             left = None if p.max_usd is None else p.max_usd - self.spent_usd
             self._chat = ChatClient(self.open_proxy(left), self.driver, p.retries,
@@ -248,7 +253,9 @@ class DeepSearchJudge:
         if todo:
             self._client()  # opened once, before the threads share it
             with ThreadPoolExecutor(max(1, self.params.concurrency)) as pool:
-                list(pool.map(ask, todo))  # the first failure is raised once all are done
+                # the first failure is raised once all are done
+                list(progress(pool.map(ask, todo), total=len(todo), desc="judge",
+                              unit="answer"))
         return [grades[i] for i in range(len(rows))], usage
 
     def close(self) -> None:

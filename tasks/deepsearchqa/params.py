@@ -13,13 +13,14 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from a2rl.config.types import ConfigError
+from a2rl.task import ConfigError, EpisodePromptParams
 
 from .world import WorldSize
 
 SOURCES = ("world", "dsqa")
 BACKENDS = ("local", "web")
 GRADERS = ("match", "judge")
+HEADLINES = ("fully_correct", "f1")
 
 
 def _require(ok: bool, message: str) -> None:
@@ -31,16 +32,21 @@ def _require(ok: bool, message: str) -> None:
 class DsqaData:
     """Where the real questions come from and how they are split (the paper's split)."""
 
-    path: str = field(default="deepsearchqa/DSQA-full.json", metadata={
-        "help": "the offline copy, relative to paths.data (a JSON list or jsonl with "
-                "example_id, problem, problem_category, answer, answer_type)"})
-    hf_id: str | None = field(default=None, metadata={
-        "help": "read this Hugging Face dataset instead (google/deepsearchqa; needs the Hub)"})
-    hf_split: str = field(default="eval", metadata={"help": "its split"})
-    shuffle_seed: int = field(default=42, metadata={"help": "seed of the shuffle before the "
-                                                            "split"})
-    train_size: int = field(default=100, metadata={"help": "items for the agent"})
-    test_size: int = field(default=200, metadata={"help": "sealed items, after the train ones"})
+    path: str | None = None
+    """the questions, relative to paths.data: the official DSQA-full.csv (problem, problem_category,
+    answer, answer_type; example_id optional, else the row's position) or a JSON list / jsonl of the
+    same fields. null: deepsearchqa/DSQA-full.csv, else deepsearchqa/DSQA-full.json (`a2rl data
+    fetch deepsearchqa`)"""
+    hf_id: str | None = None
+    """read this Hugging Face dataset instead (google/deepsearchqa; needs the Hub)"""
+    hf_split: str = "eval"
+    """its split"""
+    shuffle_seed: int = 42
+    """seed of the shuffle before the split"""
+    train_size: int = 100
+    """items for the agent"""
+    test_size: int = 200
+    """sealed items, after the train ones"""
 
 
 @dataclass
@@ -48,28 +54,41 @@ class WebParams:
     """A search API over HTTP and page fetching. ``provider`` picks a preset of the other
     fields (``web.PROVIDERS``: brave, serper); any field set here overrides it."""
 
-    provider: str = field(default="brave", metadata={"help": "preset: brave | serper | custom"})
-    endpoint: str | None = field(default=None, metadata={"help": "the search URL"})
-    method: str | None = field(default=None, metadata={"help": "GET (query in the URL) or "
-                                                                "POST (a JSON body)"})
-    key_env: str | None = field(default=None, metadata={
-        "help": "environment variable holding the API key (never written anywhere)"})
-    key_header: str | None = field(default=None, metadata={"help": "header carrying the key"})
-    query_field: str | None = field(default=None, metadata={"help": "query parameter name"})
-    count_field: str | None = field(default=None, metadata={"help": "result-count parameter"})
-    results_path: str | None = field(default=None, metadata={
-        "help": "dotted path of the result list in the answer (web.results)"})
-    title_field: str | None = field(default=None, metadata={"help": "a result's title field"})
-    url_field: str | None = field(default=None, metadata={"help": "a result's URL field"})
-    snippet_field: str | None = field(default=None, metadata={"help": "a result's snippet"})
-    price_per_search_usd: float | None = field(default=None, metadata={
-        "help": "USD per search request (the provider's price page)"})
-    timeout_s: float = field(default=20.0, metadata={"help": "per request"})
-    retries: int = field(default=2, metadata={"help": "retries of a failed search (5xx, 429, "
-                                                      "timeouts) before grading fails"})
-    max_page_bytes: int = field(default=3_000_000, metadata={"help": "larger pages are cut"})
-    user_agent: str = field(default="a2rl-deepsearchqa/0.1 (research benchmark)",
-                            metadata={"help": "sent with every request"})
+    provider: str = "brave"
+    """preset: brave | serper | custom"""
+    endpoint: str | None = None
+    """the search URL"""
+    method: str | None = None
+    """GET (query in the URL) or POST (a JSON body)"""
+    key_env: str | None = None
+    """environment variable holding the API key (never written anywhere)"""
+    key_header: str | None = None
+    """header carrying the key"""
+    query_field: str | None = None
+    """query parameter name"""
+    count_field: str | None = None
+    """result-count parameter"""
+    results_path: str | None = None
+    """dotted path of the result list in the answer (web.results)"""
+    title_field: str | None = None
+    """a result's title field"""
+    url_field: str | None = None
+    """a result's URL field"""
+    snippet_field: str | None = None
+    """a result's snippet"""
+    price_per_search_usd: float | None = None
+    """USD per search request (the provider's price page)"""
+    max_usd: float | None = None
+    """the search API's spending limit over one run's gradings (null: none); then grading stops and
+    the agent is told grading_budget_exhausted"""
+    timeout_s: float = 20.0
+    """per request"""
+    retries: int = 2
+    """retries of a failed search (5xx, 429, timeouts) before grading fails"""
+    max_page_bytes: int = 3_000_000
+    """larger pages are cut"""
+    user_agent: str = "a2rl-deepsearchqa/0.1 (research benchmark)"
+    """sent with every request"""
 
 
 @dataclass
@@ -77,50 +96,68 @@ class JudgeParams:
     """The LLM judge of the real questions: a conf/driver/ provider reached through a recording
     proxy the harness lends (it holds the key, prices and logs each call; judge.py)."""
 
-    driver: str = field(default="gemini_2_5_flash", metadata={
-        "help": "a conf/driver/ name (the DeepSearchQA paper's autorater is Gemini 2.5 Flash); "
-                "its key variable, model and prices are the driver's"})
-    max_usd: float | None = field(default=20.0, metadata={
-        "help": "the judge's spending limit over one run's gradings; then grading fails"})
-    max_tokens: int = field(default=2048, metadata={"help": "the judge's answer length"})
-    retries: int = field(default=4, metadata={"help": "retries of a failed or malformed "
-                                                      "answer, with exponential backoff"})
-    timeout_s: float = field(default=120.0, metadata={"help": "per call"})
-    concurrency: int = field(default=4, metadata={"help": "calls in flight at once"})
+    driver: str = "gemini_2_5_flash"
+    """a conf/driver/ name (the DeepSearchQA paper's autorater is Gemini 2.5 Flash); its key
+    variable, model and prices are the driver's"""
+    max_usd: float | None = 20.0
+    """the judge's spending limit over one run's gradings; then grading fails"""
+    max_tokens: int = 2048
+    """the judge's answer length"""
+    retries: int = 4
+    """retries of a failed or malformed answer, with exponential backoff"""
+    timeout_s: float = 120.0
+    """per call"""
+    concurrency: int = 4
+    """calls in flight at once"""
 
 
 @dataclass
-class DeepSearchParams:
-    source: str = field(default="world", metadata={
-        "help": "world: the offline knowledge world; dsqa: the 900 real questions"})
-    backend: str = field(default="local", metadata={
-        "help": "local: BM25 over the world's pages; web: a search API and page fetching"})
-    grader: str = field(default="match", metadata={
-        "help": "match: the deterministic set matcher; judge: the DeepSearchQA LLM judge"})
-    max_steps: int = field(default=10, metadata={
-        "help": "actions per episode (the reference code uses 6; the world's 4-hop questions "
-                "need 9 with one search per hop)"})
-    results_per_search: int = field(default=5, metadata={"help": "results listed per search"})
-    page_chars: int = field(default=700, metadata={"help": "characters of a page shown per "
-                                                           "open / next page"})
-    snippet_chars: int = field(default=160, metadata={"help": "characters of a result snippet"})
-    history: int = field(default=2, metadata={"help": "previous steps in the prompt"})
-    max_observation_chars: int = field(default=900, metadata={
-        "help": "observations in the prompt are clipped to this"})
-    max_new_tokens: int = field(default=48, metadata={"help": "reply length per action"})
+class DeepSearchParams(EpisodePromptParams):
+    source: str = "world"
+    """world: the offline knowledge world; dsqa: the 900 real questions"""
+    backend: str = "local"
+    """local: BM25 over the world's pages; web: a search API and page fetching"""
+    grader: str = "match"
+    """match: the deterministic set matcher; judge: the DeepSearchQA LLM judge"""
+    headline: str = "fully_correct"
+    """the item score: fully_correct (1 when every expected item is found and nothing else;
+    DeepSearchQA's headline) or f1 (the item's F1 of precision and recall, DeepSearchQA's F1
+    metric); the other stays in the breakdown"""
+    max_steps: int = 10
+    """actions per episode (the reference code uses 6; the world's 4-hop questions need 9 with one
+    search per hop)"""
+    results_per_search: int = 5
+    """results listed per search"""
+    page_chars: int = 700
+    """characters of a page shown per open / next page"""
+    snippet_chars: int = 160
+    """characters of a result snippet"""
+    history: int = 2
+    """prompt_format=rewrite: previous steps in the prompt"""
+    max_observation_chars: int = 900
+    """observations in the prompt are clipped to this"""
+    max_new_tokens: int = 48
+    """reply length per action"""
     # the world
-    world_seed: int = field(default=0, metadata={"help": "seed of the world's entities"})
-    world: WorldSize = field(default_factory=WorldSize, metadata={
-        "help": "entities of each kind in the world"})
-    train_questions: int = field(default=300, metadata={"help": "world questions for the "
-                                                                "agent"})
-    test_questions: int = field(default=60, metadata={"help": "sealed world questions"})
-    train_seed: int = field(default=1_000_003, metadata={"help": "seed of the train questions"})
-    test_seed: int = field(default=7_340_117, metadata={"help": "seed of the test questions"})
+    world_seed: int = 0
+    """seed of the world's entities"""
+    world: WorldSize = field(default_factory=WorldSize)
+    """entities of each kind in the world"""
+    train_questions: int = 300
+    """world questions for the agent"""
+    test_questions: int = 60
+    """sealed world questions"""
+    train_seed: int = 1_000_003
+    """seed of the train questions"""
+    test_seed: int = 7_340_117
+    """seed of the test questions"""
     # the real questions
-    dsqa: DsqaData = field(default_factory=DsqaData, metadata={"help": "the real questions"})
-    web: WebParams = field(default_factory=WebParams, metadata={"help": "the web backend"})
-    judge: JudgeParams = field(default_factory=JudgeParams, metadata={"help": "the LLM judge"})
+    dsqa: DsqaData = field(default_factory=DsqaData)
+    """the real questions"""
+    web: WebParams = field(default_factory=WebParams)
+    """the web backend"""
+    judge: JudgeParams = field(default_factory=JudgeParams)
+    """the LLM judge"""
 
     def __post_init__(self) -> None:
         _require(self.source in SOURCES, f"task.params.source={self.source!r}; expected one of "
@@ -129,6 +166,8 @@ class DeepSearchParams:
                                             f"one of {BACKENDS}")
         _require(self.grader in GRADERS, f"task.params.grader={self.grader!r}; expected one of "
                                           f"{GRADERS}")
+        _require(self.headline in HEADLINES, f"task.params.headline={self.headline!r}; "
+                                              f"expected one of {HEADLINES}")
         _require(self.source == "dsqa" or self.backend == "local",
                  "task.params.source=world is served by backend=local only (the world is not "
                  "on the web)")

@@ -1,5 +1,5 @@
 """Scripted policies that bound the task from both sides, measured on the offline world
-(``scripts/deepsearchqa_policies.py``, and in ``prepared.json``):
+(``experiments/deepsearchqa_policies/policies.py``, and in ``prepared.json``):
 
 * the **oracle** (``a2rl.task.envs.ExpertPolicy``): the environment's expert, which issues the
   plan's queries, opens the plan's pages and answers with the gold set;
@@ -17,7 +17,7 @@ import random
 import re
 from typing import Any
 
-from a2rl.task.envs import Choice, EpisodeView
+from a2rl.task import Choice, EpisodeView
 
 _RESULT = re.compile(r"^\[\d+\] ", re.MULTILINE)
 
@@ -70,7 +70,7 @@ class SearchOnlyPolicy:
             if v.step == 0:
                 out.append(Choice(f"search[{row['question']}]", "", "search_only"))
                 continue
-            shown = v.prompt.rsplit("Now: ", 1)[-1]
+            shown = v.observation
             found = sorted((m.start(), name) for name, pattern in
                            self.patterns[row["answer_kind"]] for m in [pattern.search(shown)]
                            if m)

@@ -12,7 +12,7 @@ from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from a2rl.task.base import text_key
+from a2rl.task import text_key
 
 from .world import Entity, World
 

@@ -13,7 +13,7 @@ follow, as in the DeepSearchQA reference code:
 
 An empty response is never correct: it finds nothing. A verdict that checks no expected item
 (the judge's empty correctness details) finds nothing either; the official metric would count
-it fully correct when it lists nothing excessive (see docs/tasks-deepsearchqa.md).
+it fully correct when it lists nothing excessive (see tasks/deepsearchqa/README.md).
 """
 
 from __future__ import annotations
@@ -63,6 +63,10 @@ class Grade:
     @property
     def correct(self) -> bool:
         return self.outcome == "fully_correct"
+
+    def score(self, headline: str) -> float:
+        """The item's score under ``headline`` (``fully_correct``: 1 or 0; ``f1``: its F1)."""
+        return self.f1 if headline == "f1" else float(self.correct)
 
     def to_dict(self) -> dict[str, Any]:
         return {"found": self.found, "excessive": self.excessive, "outcome": self.outcome,

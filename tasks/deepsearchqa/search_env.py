@@ -41,7 +41,7 @@ from typing import Any
 try:
     from a2rl_tasks.deepsearchqa.scoring import match_answer
 
-    from a2rl.task.envs import Observation, PromptFormat, Step, TextEnv
+    from a2rl.task import Observation, PromptFormat, Step, TextEnv
 except ImportError:  # inside an agent's sandbox: the copies next to this file
     from a2rl_envs import Observation, PromptFormat, Step, TextEnv
     from dsqa_scoring import match_answer

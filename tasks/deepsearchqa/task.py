@@ -2,7 +2,7 @@
 search environment (``search_env.SearchEnv``: search[...], open[n], next page, answer[...]) for
 at most ``max_steps`` actions; the item scores 1 when its answer is fully correct (every
 expected item, nothing else: DeepSearchQA's headline, stricter than the paper's reference code,
-docs/deviations.md). The breakdown holds F1,
+docs/deviations.md), or, with ``headline: f1``, the answer's F1. The breakdown holds F1,
 precision, recall and the four outcome buckets (``scoring.py``).
 
 Two sources:
@@ -23,24 +23,42 @@ import re
 import shutil
 import time
 from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import a2rl.task.envs as envs_module
-from a2rl.common.files import iter_jsonl, write_jsonl_atomic
-from a2rl.common.layout import PreparedTaskPaths
-from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
-from a2rl.task.base import EvalResult, GradingUnavailable, ReplyScore, Task, text_key
-from a2rl.task.envs import ExpertPolicy, GeneratorPolicy, PromptFormat, play
+from a2rl.task import (
+    ConfigError,
+    EvalResult,
+    ExpertPolicy,
+    GeneratorPolicy,
+    GradingBudgetExhausted,
+    GradingUnavailable,
+    InferenceConfig,
+    PaidApi,
+    PreparedTaskPaths,
+    ReplyScore,
+    Task,
+    TaskConfig,
+    iter_jsonl,
+    play,
+    render_readme,
+    ship_episode_modules,
+    text_key,
+    write_jsonl_atomic,
+)
 
 from . import scoring
+from .dsqa_data import dsqa_file
 from .params import DeepSearchParams
-from .readmes import dsqa_readme, world_readme
 from .search_env import INSTRUCTIONS, EnvSettings, LocalBackend, SearchEnv, parse_action
 
 HERE = Path(__file__).parent
 SEARCH_DIR = "search"   # the world's corpus and BM25 index, in data/ and in sealed/
 CACHE_DIR = "cache"     # the web and judge caches and call logs, in sealed/
+# a judge call's prompt and verdict tokens, as the README measures them (more when the judge
+# thinks); for pricing (a2rl.pipeline.spend)
+JUDGE_CALL_TOKENS = (600, 150)
 
 
 class DeepSearchTask(Task):
@@ -50,15 +68,18 @@ class DeepSearchTask(Task):
     def __init__(self, cfg: TaskConfig, data_root: Path):
         super().__init__(cfg, data_root)
         self.params = DeepSearchParams.from_dict(cfg.params)
+        if self.params.headline == "f1":
+            self.metric = "F1: mean over items of the answer's F1 of precision and recall"
         if cfg.feedback != "test":
             raise ConfigError(f"task.feedback={cfg.feedback!r}: the {cfg.id} task has no "
                               "validation split; use feedback=test")
         p = self.params
-        self.fmt = PromptFormat(instructions=INSTRUCTIONS, history=p.history,
-                                max_observation_chars=p.max_observation_chars)
+        self.fmt = p.episode_prompt(instructions=INSTRUCTIONS, history=p.history,
+                                    max_observation_chars=p.max_observation_chars)
         self.settings = EnvSettings(results=p.results_per_search, page_chars=p.page_chars,
                                     max_steps=p.max_steps)
         self.judge_spent_usd = 0.0  # over this task object's evaluations (one run)
+        self.search_spent_usd = 0.0  # likewise
 
     # ---- data -------------------------------------------------------------------------------
 
@@ -66,7 +87,7 @@ class DeepSearchTask(Task):
         d = self.params.dsqa
         if self.params.source != "dsqa" or d.hf_id:
             return []
-        return [Path(d.path) if Path(d.path).is_absolute() else self.data_root / d.path]
+        return [dsqa_file(d, self.data_root)]
 
     def prepare(self, out: PreparedTaskPaths) -> dict[str, Any]:
         started = time.monotonic()
@@ -74,8 +95,8 @@ class DeepSearchTask(Task):
             facts = self._prepare_world(out)
         else:
             facts = self._prepare_dsqa(out)
-        for name, source in (("a2rl_envs.py", Path(envs_module.__file__)),
-                             ("dsqa_env.py", HERE / "search_env.py"),
+        ship_episode_modules(out.data)
+        for name, source in (("dsqa_env.py", HERE / "search_env.py"),
                              ("dsqa_scoring.py", HERE / "scoring.py"),
                              ("dsqa_web.py", HERE / "web.py")):
             shutil.copyfile(source, out.data / name)
@@ -104,8 +125,8 @@ class DeepSearchTask(Task):
         demos = self._demonstrations(train_rows, out.data / SEARCH_DIR)
         write_jsonl_atomic(out.data / "trajectories.jsonl", demos["trajectories"])
         write_jsonl_atomic(out.data / "train.jsonl", demos["pairs"])
-        (out.data / "README.md").write_text(world_readme(p, self.fmt, len(train_rows),
-                                                         len(demos["pairs"])))
+        (out.data / "README.md").write_text(self._data_readme(len(train_rows),
+                                                              len(demos["pairs"])))
         backend = LocalBackend.load(out.sealed / SEARCH_DIR, p.snippet_chars)
         return {
             "source": {"kind": "world", "world_seed": p.world_seed, "test_seed": p.test_seed,
@@ -156,7 +177,7 @@ class DeepSearchTask(Task):
         pairs = [{"id": r["id"], "prompt": self.first_prompt(r["question"]),
                   "completion": f"answer[{r['answer']}]"} for r in train]
         write_jsonl_atomic(out.data / "train.jsonl", pairs)
-        (out.data / "README.md").write_text(dsqa_readme(self.params, len(train)))
+        (out.data / "README.md").write_text(self._data_readme(len(train), len(pairs)))
         from .web import provider_spec, spec_dict
 
         return {"source": source, "web": spec_dict(provider_spec(self.params.web)),
@@ -165,10 +186,20 @@ class DeepSearchTask(Task):
                 "excluded_empty_answer": excluded,
                 "test_answer_types": dict(Counter(r["answer_type"] for r in test))}
 
-    def first_prompt(self, question: str) -> str:
+    def _data_readme(self, n_questions: int, n_pairs: int) -> str:
+        example = self.fmt.example("<the question>", [("<previous action>", "<its result>")],
+                                   "<what the last action showed>", [])
+        return render_readme(Path(__file__).with_name("data_readme.md.j2"), {
+            "n_questions": n_questions, "n_pairs": n_pairs, "p": self.params,
+            "sends": self.fmt.describe(), "example": example})
+
+    def grading_settings(self) -> dict[str, Any]:
+        return {"prompt": asdict(self.fmt)}
+
+    def first_prompt(self, question: str) -> str | list[dict[str, str]]:
         env = SearchEnv({"q": {"id": "q", "question": question}}, _NoBackend(), self.settings)
         first = env.reset("q")
-        return self.fmt.user_prompt(first.goal, [], first.text, [])
+        return self.fmt.first_prompt(first.goal, first.text, [])
 
     def _demonstrations(self, rows: list[dict[str, Any]], search: Path) -> dict[str, Any]:
         """The expert's episodes in the train questions and their step-level prompt ->
@@ -213,7 +244,7 @@ class DeepSearchTask(Task):
     # ---- scoring ----------------------------------------------------------------------------
 
     def evaluate(self, model_dir: Path, split: Path, inference: InferenceConfig) -> EvalResult:
-        from a2rl.task.inference import load_generator
+        from a2rl.task import load_generator
 
         started = time.perf_counter()
         rows = self._rows(split)
@@ -226,8 +257,12 @@ class DeepSearchTask(Task):
                                                                self.settings),
                             policy, self.params.max_steps, self.fmt)
         except _search_unavailable() as err:  # the search API, not the model, failed
-            raise GradingUnavailable(str(err)) from err
+            from .web import SearchBudgetExhausted
+
+            spent = isinstance(err, SearchBudgetExhausted)
+            raise (GradingBudgetExhausted if spent else GradingUnavailable)(str(err)) from err
         finally:
+            self.search_spent_usd += getattr(backend, "counts", {}).get("web_cost_usd", 0.0)
             for thing in (generator, backend):
                 close = getattr(thing, "close", None)
                 if close:
@@ -256,26 +291,24 @@ class DeepSearchTask(Task):
         from .web import WebBackend
 
         return WebBackend.from_params(self.params.web, split.parent / CACHE_DIR,
-                                      self.params.snippet_chars)
+                                      self.params.snippet_chars, self.search_spent_usd)
 
     def _match(self, row: dict[str, Any], episode) -> scoring.Grade:
         return scoring.match_answer(row["answers"], _answer_of(episode))
 
     def _judge(self, split: Path, rows: list[dict[str, Any]],
                answers: list[str]) -> tuple[list[scoring.Grade], dict[str, Any]]:
-        from a2rl.config.compose import compose
-
         from .judge import DeepSearchJudge
 
         j = self.params.judge
-        driver = compose([f"driver={j.driver}"]).driver
+        if self.harness is None:
+            raise ConfigError("the LLM judge needs the harness (a2rl.task.base.Harness), "
+                              "which sets task.harness; a task built alone has none")
+        driver = self.harness.driver(j.driver)
         cache = split.parent / CACHE_DIR
         calls = self.grading_calls or cache / "judge_calls.jsonl"
 
         def open_proxy(max_usd: float | None):
-            if self.harness is None:
-                raise ConfigError("the LLM judge needs the harness (a2rl.task.base.Harness), "
-                                  "which sets task.harness; a task built alone has none")
             calls.parent.mkdir(parents=True, exist_ok=True)  # the proxy appends to it
             return self.harness.recording_proxy(driver, calls, max_usd, j.timeout_s)
 
@@ -307,7 +340,8 @@ class DeepSearchTask(Task):
                     "actions": [s["action"] for s in ep.steps],
                     "replies": [s["reply"] for s in ep.steps]}
                    for r, ep, g in zip(rows, episodes, grades, strict=True)]
-        return EvalResult(per_item=[1.0 if g.correct else 0.0 for g in grades], seconds=seconds,
+        return EvalResult(per_item=[g.score(self.params.headline) for g in grades],
+                          seconds=seconds,
                           records=records, breakdown=breakdown, usage=usage or {})
 
     # ---- replies without a model (a2rl score) -----------------------------------------------
@@ -336,12 +370,42 @@ class DeepSearchTask(Task):
             if verb == "answer":
                 text = arg
             grade = scoring.match_answer(item["answers"], text)
-            out.append(ReplyScore(float(grade.correct), grade.outcome,
+            out.append(ReplyScore(grade.score(self.params.headline), grade.outcome,
                                   f"found {grade.n_found}/{len(grade.found)}, "
                                   f"{len(grade.excessive)} excessive"))
         return out
 
     # ---- agent-facing -----------------------------------------------------------------------
+
+    def paid_apis(self) -> list[PaidApi]:
+        """The real questions' judge (grader judge) and search API (backend web), for the sealed
+        questions of one evaluation; cached searches and verdicts are free, which this
+        ignores."""
+        p = self.params
+        items = p.dsqa.test_size if p.source == "dsqa" else p.test_questions
+        apis = []
+        if p.grader == "judge":
+            tokens_in, tokens_out = JUDGE_CALL_TOKENS
+            apis.append(PaidApi("judge", driver=p.judge.driver, calls_per_eval=items,
+                                input_tokens_per_call=tokens_in,
+                                output_tokens_per_call=tokens_out, max_usd=p.judge.max_usd,
+                                cap_key="task.params.judge.max_usd",
+                                assumption=f"{items} questions, one verdict each of "
+                                           f"~{tokens_in} prompt and ~{tokens_out} written "
+                                           f"tokens, no cache hits"))
+        if p.backend == "web":
+            from .web import provider_spec
+
+            spec = provider_spec(p.web)
+            apis.append(PaidApi("search", name=spec.name, key_env=spec.key_env,
+                                calls_per_eval=items * p.max_steps,
+                                usd_per_call=spec.price_per_search_usd, max_usd=p.web.max_usd,
+                                cap_key="task.params.web.max_usd",
+                                assumption=f"{items} questions x {p.max_steps} actions, every "
+                                           f"action a search ({spec.name}, "
+                                           f"{spec.price_per_search_usd} USD each), no cache "
+                                           f"hits: an upper bound"))
+        return apis
 
     def description(self) -> str:
         name = "description.md" if self.params.source == "world" else "description_dsqa.md"

@@ -45,6 +45,10 @@ class SearchUnavailable(RuntimeError):
     """The search API cannot be used (no key, a refused key, an outage after retries)."""
 
 
+class SearchBudgetExhausted(SearchUnavailable):
+    """The run's search budget (``web.max_usd``) is spent."""
+
+
 @dataclass
 class ProviderSpec:
     name: str
@@ -145,10 +149,12 @@ class WebBackend(SearchBackend):
     def __init__(self, spec: ProviderSpec, cache_dir: Path, timeout_s: float = 20.0,
                  retries: int = 2, max_page_bytes: int = 3_000_000,
                  user_agent: str = "a2rl-deepsearchqa/0.1", snippet_chars: int = 160,
-                 sleep=time.sleep):
+                 sleep=time.sleep, max_usd: float | None = None, spent_usd: float = 0.0):
         import httpx
 
         self.spec = spec
+        # the run's search budget and what its earlier gradings spent of it
+        self.max_usd, self.spent_usd = max_usd, spent_usd
         self.cache = RequestCache(Path(cache_dir) / "web.sqlite")
         self.calls_log = Path(cache_dir) / "web_calls.jsonl"
         self.retries, self.max_page_bytes = retries, max_page_bytes
@@ -162,9 +168,11 @@ class WebBackend(SearchBackend):
         self._log_lock = threading.Lock()
 
     @classmethod
-    def from_params(cls, params: Any, cache_dir: Path, snippet_chars: int = 160) -> WebBackend:
+    def from_params(cls, params: Any, cache_dir: Path, snippet_chars: int = 160,
+                    spent_usd: float = 0.0) -> WebBackend:
         return cls(provider_spec(params), cache_dir, params.timeout_s, params.retries,
-                   params.max_page_bytes, params.user_agent, snippet_chars)
+                   params.max_page_bytes, params.user_agent, snippet_chars,
+                   max_usd=params.max_usd, spent_usd=spent_usd)
 
     def usage(self) -> dict[str, float]:
         return dict(self.counts)
@@ -192,6 +200,10 @@ class WebBackend(SearchBackend):
 
     def _search_online(self, request: dict[str, Any]) -> dict[str, Any]:
         s = self.spec
+        spent = self.spent_usd + self.counts["web_cost_usd"]
+        if self.max_usd is not None and spent >= self.max_usd:
+            raise SearchBudgetExhausted(f"the search budget is used up: {spent:.4f} of "
+                                        f"{self.max_usd} USD (task.params.web.max_usd)")
         key = os.environ.get(s.key_env)
         if not key:
             raise SearchUnavailable(f"the web search provider {s.name!r} needs its API key in "

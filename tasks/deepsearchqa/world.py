@@ -50,13 +50,20 @@ def article(noun: str) -> str:
 class WorldSize:
     """How many entities of each kind the world has."""
 
-    countries: int = field(default=16, metadata={"help": "countries (answers of 2 templates)"})
-    cities: int = field(default=48, metadata={"help": "cities, spread over the countries"})
-    people: int = field(default=360, metadata={"help": "people (leaders, founders, alumni)"})
-    companies: int = field(default=110, metadata={"help": "companies, 7 sectors"})
-    universities: int = field(default=12, metadata={"help": "universities (alumni lists)"})
-    institutes: int = field(default=14, metadata={"help": "institutes"})
-    products: int = field(default=180, metadata={"help": "products, 14 categories"})
+    countries: int = 16
+    """countries (answers of 2 templates)"""
+    cities: int = 48
+    """cities, spread over the countries"""
+    people: int = 360
+    """people (leaders, founders, alumni)"""
+    companies: int = 110
+    """companies, 7 sectors"""
+    universities: int = 12
+    """universities (alumni lists)"""
+    institutes: int = 14
+    """institutes"""
+    products: int = 180
+    """products, 14 categories"""
 
     def __post_init__(self) -> None:
         for name in self.__dataclass_fields__:

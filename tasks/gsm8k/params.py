@@ -21,9 +21,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from a2rl.config.checks import check_keys, from_mapping, require
+from a2rl.task import check_keys, from_mapping, require
 
 SOURCE_KINDS = ("hf", "jsonl", "reasoning_gym")
+PROTOCOLS = ("a2rl", "lm_eval_cot")
 
 DEFAULT_INSTRUCTION = (
     "Solve the following math problem step by step. "
@@ -42,17 +43,20 @@ class SourceParams:
     procedural, so every split is drawn from its own seed.
     """
 
-    kind: str = field(default="jsonl", metadata={"help": f"One of {SOURCE_KINDS}."})
-    hf_id: str = field(default="openai/gsm8k", metadata={"help": "Hub dataset id (kind hf)."})
-    hf_config: str = field(default="main", metadata={"help": "Hub dataset config (kind hf)."})
-    hf_revision: str | None = field(default=None, metadata={
-        "help": "Hub commit of the dataset (kind hf); null: the main branch's newest."})
-    path: str = field(default="gsm8k", metadata={
-        "help": "Folder under the data root with train.jsonl and test.jsonl (kind jsonl)."})
-    dataset: str = field(default="chain_sum", metadata={
-        "help": "reasoning_gym dataset name (kind reasoning_gym)."})
-    kwargs: dict[str, Any] = field(default_factory=dict, metadata={
-        "help": "Extra arguments of reasoning_gym.create_dataset (kind reasoning_gym)."})
+    kind: str = "jsonl"
+    """One of SOURCE_KINDS: hf, jsonl, reasoning_gym."""
+    hf_id: str = "openai/gsm8k"
+    """Hub dataset id (kind hf)."""
+    hf_config: str = "main"
+    """Hub dataset config (kind hf)."""
+    hf_revision: str | None = None
+    """Hub commit of the dataset (kind hf); null: the main branch's newest."""
+    path: str = "gsm8k"
+    """Folder under the data root with train.jsonl and test.jsonl (kind jsonl)."""
+    dataset: str = "chain_sum"
+    """reasoning_gym dataset name (kind reasoning_gym)."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Extra arguments of reasoning_gym.create_dataset (kind reasoning_gym)."""
 
     def __post_init__(self) -> None:
         require(self.kind in SOURCE_KINDS,
@@ -93,31 +97,46 @@ class GSM8KParams:
     seeds a million apart; on top of that every split is de-duplicated against the others (see
     ``task.GSM8KTask.prepare``). For fixed pools the seeds pick and order the subsample.
 
-    Prompting: the user turn is ``instruction``, then ``shots`` worked examples from the train
-    data, then the question; ``system_prompt`` goes in the chat template's system turn (None:
-    the model's default). ``max_new_tokens`` overrides ``inference.max_new_tokens`` when set.
+    Held out (procedural sources only): ``held_out_share`` of the generator's problems, chosen
+    by a hash of the question, are test's and its twins' alone; test takes at most a third of
+    each difficulty stratum of them, so every twin can match its mix (``splits``).
+
+    Prompting (``protocol: a2rl``): the user turn is ``instruction``, then ``shots`` worked
+    examples from the train data, then the question; ``protocol: lm_eval_cot`` is instead
+    lm-evaluation-harness's ``gsm8k_cot`` prompt (8 fixed exemplars, ``Q: ...\nA:``), with no
+    instruction and no train shots, and the breakdown adds its strict and flexible matches.
+    ``system_prompt`` goes in the chat template's system turn (None: the model's default).
+    ``max_new_tokens`` overrides ``inference.max_new_tokens`` when set.
     """
 
-    source: SourceParams = field(default_factory=SourceParams, metadata={
-        "help": "Where the items come from (a mapping, or just its kind: `source: jsonl`)."})
-    train_size: int | None = field(default=None, metadata={
-        "help": "Items in the agent's train.jsonl; null: all the source has (fixed pools)."})
-    test_size: int | None = field(default=None, metadata={
-        "help": "Items in the sealed test split; null: all the source's test items."})
-    validation_size: int = field(default=0, metadata={
-        "help": "Items in the validation split, held out of train.jsonl; 0: none."})
-    train_seed: int = field(default=1_000_000, metadata={"help": "Seed of the train split."})
-    test_seed: int = field(default=0, metadata={"help": "Seed of the test split."})
-    validation_seed: int = field(default=2_000_000, metadata={
-        "help": "Seed of the validation split."})
-    shots: int = field(default=0, metadata={
-        "help": "Worked train examples in each prompt, 0..16."})
-    instruction: str = field(default=DEFAULT_INSTRUCTION, metadata={
-        "help": "The user turn's opening, before the examples and the question."})
-    system_prompt: str | None = field(default=None, metadata={
-        "help": "The chat template's system turn; null: the model's default."})
-    max_new_tokens: int | None = field(default=None, metadata={
-        "help": "Overrides inference.max_new_tokens when set."})
+    source: SourceParams = field(default_factory=SourceParams)
+    """Where the items come from (a mapping, or just its kind: `source: jsonl`)."""
+    train_size: int | None = None
+    """Items in the agent's train.jsonl; null: all the source has (fixed pools)."""
+    test_size: int | None = None
+    """Items in the sealed test split; null: all the source's test items."""
+    validation_size: int = 0
+    """Items in the validation split, held out of train.jsonl; 0: none."""
+    train_seed: int = 1_000_000
+    """Seed of the train split."""
+    test_seed: int = 0
+    """Seed of the test split."""
+    validation_seed: int = 2_000_000
+    """Seed of the validation split."""
+    held_out_share: float = 0.5
+    """Procedural sources: the share of the generator's problems (by a hash of the question) kept
+    for test and its twins, never train's or validation's (tasks/gsm8k/splits.py)."""
+    shots: int = 0
+    """Worked train examples in each prompt, 0..16."""
+    protocol: str = "a2rl"
+    """The prompt, one of PROTOCOLS: a2rl (instruction, shots, question) or lm_eval_cot
+    (lm-evaluation-harness gsm8k_cot's fixed 8-shot chain of thought, tasks/gsm8k/lm_eval.py)."""
+    instruction: str = DEFAULT_INSTRUCTION
+    """The user turn's opening, before the examples and the question."""
+    system_prompt: str | None = None
+    """The chat template's system turn; null: the model's default."""
+    max_new_tokens: int | None = None
+    """Overrides inference.max_new_tokens when set."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.source, SourceParams):
@@ -132,11 +151,20 @@ class GSM8KParams:
         require(isinstance(self.validation_size, int) and self.validation_size >= 0,
                 f"task.params.validation_size={self.validation_size!r}; expected an integer "
                 f">= 0 (0 = no validation split)")
+        require(isinstance(self.held_out_share, (int, float))
+                and 0 < self.held_out_share < 1,
+                f"task.params.held_out_share={self.held_out_share!r}; expected a number "
+                f"strictly between 0 and 1")
         for name in ("train_seed", "test_seed", "validation_seed"):
             require(isinstance(getattr(self, name), int),
                     f"task.params.{name}={getattr(self, name)!r}; expected an integer")
         require(isinstance(self.shots, int) and 0 <= self.shots <= 16,
                 f"task.params.shots={self.shots!r}; expected an integer in 0..16")
+        require(self.protocol in PROTOCOLS,
+                f"task.params.protocol={self.protocol!r}; expected one of {PROTOCOLS}")
+        require(self.protocol == "a2rl" or self.shots == 0,
+                f"task.params.shots={self.shots} with protocol={self.protocol}: that protocol "
+                f"brings its own worked examples; set shots: 0")
         require(isinstance(self.instruction, str),
                 f"task.params.instruction={self.instruction!r}; expected a string")
         require(self.max_new_tokens is None or self.max_new_tokens >= 1,

@@ -17,8 +17,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from a2rl.config.types import ConfigError
-from a2rl.task.base import text_key
+from a2rl.task import ConfigError, text_key
 
 from .extract import gold_of, normalize_number
 from .params import SourceParams

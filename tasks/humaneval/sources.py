@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from a2rl.config.types import ConfigError
+from a2rl.task import ConfigError
 
 from .params import ExtraSource
 

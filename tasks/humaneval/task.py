@@ -22,11 +22,23 @@ from math import comb
 from pathlib import Path
 from typing import Any
 
-from a2rl.common.files import iter_jsonl, write_jsonl_atomic
-from a2rl.common.layout import PreparedTaskPaths
-from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
-from a2rl.isolation.codeexec import CodeRunner, ExecResult, ProgramWithTests
-from a2rl.task.base import EvalResult, ReplyScore, SingleTurn, Task, ship_package
+from a2rl.task import (
+    CodeRunner,
+    ConfigError,
+    EvalResult,
+    ExecResult,
+    InferenceConfig,
+    PreparedTaskPaths,
+    ProgramWithTests,
+    ReplyScore,
+    SingleTurn,
+    Task,
+    TaskConfig,
+    iter_jsonl,
+    render_readme,
+    ship_package,
+    write_jsonl_atomic,
+)
 
 from .extract import extract_code, program_of
 from .params import HumanEvalParams
@@ -64,15 +76,16 @@ def reference_reply(problem: dict[str, Any]) -> str:
 def split_problems(problems: list[dict[str, Any]], p: HumanEvalParams
                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """(train, validation, test): test is the last ``test_size`` problems in (seeded) order,
-    validation the ``validation_size`` before them, train the rest (the first ``train_size``)."""
+    validation the ``validation_size`` before them, train the rest (the first ``train_size``).
+    ``test_size`` 164 seals every problem, as the standard HumanEval scores them: train is then
+    empty (the agent has only ``extra_train``, if any)."""
     order = list(problems)
     if p.shuffle:
         random.Random(p.seed).shuffle(order)
     held = p.test_size + p.validation_size
-    if held >= len(order):
+    if held > len(order):
         raise ConfigError(f"task.params.test_size={p.test_size} + validation_size="
-                          f"{p.validation_size} leaves no training problems out of "
-                          f"{len(order)}")
+                          f"{p.validation_size} is more than the {len(order)} problems")
     test = order[len(order) - p.test_size:]
     validation = order[len(order) - held:len(order) - p.test_size]
     train = order[:len(order) - held]
@@ -163,55 +176,9 @@ class HumanEvalTask(Task):
                 "system": self.params.system_prompt}
 
     def _data_readme(self, n_train: int, n_extra: int) -> str:
-        p = self.params
-        example = user_prompt("<prompt>", p.instruction)
-        system = p.system_prompt
-        sampling = ("The grader decodes greedily: one reply per problem (pass@1)."
-                    if p.n_samples == 1 else
-                    f"The grader samples {p.n_samples} replies per problem at temperature "
-                    f"{p.temperature}; a problem scores the fraction of its replies that pass.")
-        return (
-            "# Training data\n\n"
-            f"`train.jsonl`: {n_train} HumanEval problems"
-            + (f" and {n_extra} MBPP problems in the same format" if n_extra else "")
-            + ", one JSON object per line:\n\n"
-            "- `id`: problem id (`HumanEval/<n>`"
-            + (", `mbpp/<split>/<n>`" if n_extra else "") + ")\n"
-            "- `code_prompt`: the start of a Python file: imports, the function's signature "
-            "and docstring\n"
-            "- `entry_point`: the function's name\n"
-            "- `canonical_solution`: a correct body for the function (append it to "
-            "`code_prompt`)\n"
-            "- `test`: Python code defining `check(candidate)`, which asserts on calls of "
-            "`candidate`\n"
-            "- `prompt`: the user turn the grader sends for this problem\n"
-            "- `completion`: a reply the grader scores as correct (the function in a "
-            "```python fence)\n\n"
-            "The held-out problems are other HumanEval problems (none of them is in this file). "
-            "The grader gives the model one chat turn (the model's chat template, with the "
-            "generation prompt added). The user turn is:\n\n"
-            f"````\n{example}\n````\n\n"
-            + (f"with the system turn:\n\n```\n{system}\n```\n\n" if system else
-               "with no system turn of its own (the template's default, if any).\n\n")
-            + f"{sampling}\n\n"
-            "From the reply the grader takes the first ```python block that defines the "
-            "function (else the first block, else the whole reply); a complete function "
-            "replaces the stub, anything else is taken as the function's body. Top-level code "
-            "other than imports, definitions and assignments is dropped. The program "
-            "(`code_prompt` + that code) then runs with the problem's `test` and "
-            "`check(<function>)` in a sandbox: standard library only, no network, "
-            f"{p.timeout_s:g} s, {p.memory_mb} MiB. The tests run in a process of their own and "
-            "call the function across a pipe, so arguments and return values must be plain "
-            "data (None, bool, int, float, complex, str, bytes, and lists, tuples, sets and "
-            "dicts of these); returning anything else fails. It passes when every assertion "
-            "holds and the tests run to the end.\n\n"
-            "`reward/`: that check for training, as a Python package (no dependencies): "
-            "`reward.reward(completions, code_prompt, test, entry_point)` extracts the code "
-            "from each reply as the grader does and runs it with the train row's `test` in a "
-            "child process (a few seconds each, in your own sandbox, no pipe), 1.0 when it "
-            "passes, else 0.0. `rollouts.json` declares it, with the prompts file, for online "
-            "training (e.g. TRL's GRPOTrainer).\n"
-        )
+        return render_readme(Path(__file__).with_name("data_readme.md.j2"), {
+            "n_train": n_train, "n_extra": n_extra, "p": self.params,
+            "example": user_prompt("<prompt>", self.params.instruction)})
 
     # ---- scoring ----------------------------------------------------------------------------
 
@@ -225,7 +192,7 @@ class HumanEvalTask(Task):
                           isolation=self.params.sandbox)
 
     def evaluate(self, model_dir: Path, split: Path, inference: InferenceConfig) -> EvalResult:
-        from a2rl.task.inference import format_chat, load_generator
+        from a2rl.task import format_chat, load_generator
 
         started = time.perf_counter()
         items = list(iter_jsonl(split))

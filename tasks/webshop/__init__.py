@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from a2rl.config.types import TaskConfig
+from a2rl.task import TaskConfig
 
 from .params import WebShopParams
 from .task import WebShopTask

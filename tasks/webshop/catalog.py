@@ -33,7 +33,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from a2rl.task.base import text_key
+from a2rl.task import text_key
 
 from .products import instruction_without_price
 from .reward import fuzzy_match, normalize_color, purchase_reward

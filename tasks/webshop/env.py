@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from a2rl.task.envs import Observation, PromptFormat, Step, TextEnv
+    from a2rl.task import Observation, PromptFormat, Step, TextEnv
 except ImportError:  # inside an agent's sandbox: the copy next to this package
     from a2rl_envs import Observation, PromptFormat, Step, TextEnv
 

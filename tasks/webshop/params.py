@@ -16,68 +16,66 @@ works the same way)::
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from a2rl.config.checks import from_mapping, require
+from a2rl.task import EpisodePromptParams, from_mapping, require
 
 SOURCES = ("procedural", "webshop")
 
 
 @dataclass
-class WebShopParams:
-    source: str = field(default="procedural", metadata={
-        "help": "procedural: the generated offline catalog; webshop: WebShop's own data files "
-                "(product_file, attribute_file, human_instruction_file)"})
-    train_goals: int | None = field(default=400, metadata={
-        "help": "goals for the agent (procedural: target products made; webshop: a cap on "
-                "WebShop's train goals, null for all)"})
-    test_goals: int = field(default=50, metadata={
-        "help": "sealed test goals (webshop: the first of WebShop's 500 test goals)"})
-    max_steps: int = field(default=15, metadata={
-        "help": "actions per episode; running out ends it with reward 0. 15 is the WebShop "
-                "paper's evaluation limit (its reference code allows 50-100 in training); "
-                "the expert needs 3-8"})
-    catalog_seed: int = field(default=2022, metadata={
-        "help": "procedural: seed of the catalog (products, instructions) and of its prices"})
-    train_seed: int = field(default=1_000_003, metadata={
-        "help": "seed of the train goals' price bounds (procedural: and of which products are "
-                "train targets)"})
-    test_seed: int = field(default=7_340_033, metadata={
-        "help": "seed of the test goals' price bounds; must differ from train_seed"})
-    near_misses: int = field(default=3, metadata={
-        "help": "procedural: products per target that fail its goal in one way each (a "
-                "missing attribute, an option not offered, over the price bound)"})
-    results_per_page: int = field(default=10, metadata={
-        "help": "products per results page: 10 is WebShop's; fewer make shorter prompts (the "
-                "smoke grid's 5 halve a results page)"})
-    history: int = field(default=3, metadata={
-        "help": "previous actions in the prompt (earlier pages are clipped to 80 characters)"})
-    max_new_tokens: int = field(default=32, metadata={
-        "help": "reply length when the grader generates an action (a search query needs "
-                "about 15 tokens)"})
-    random_seeds: int = field(default=3, metadata={
-        "help": "random-policy baseline: mean over this many seeds"})
-    trajectories_per_goal: int = field(default=2, metadata={
-        "help": "demonstrations per train goal: the expert's, then ones with detours it "
-                "recovers from"})
-    detour_p: float = field(default=0.3, metadata={
-        "help": "chance per step (first half of an episode) that a perturbed demonstration "
-                "clicks a wrong product, option or page instead of the expert's action"})
-    product_file: str | None = field(default=None, metadata={
-        "help": "webshop: WebShop's product file (items_shuffle_1000.json or items_shuffle.json)"})
-    attribute_file: str | None = field(default=None, metadata={
-        "help": "webshop: WebShop's attribute file (items_ins_v2_1000.json or items_ins_v2.json)"})
-    human_instruction_file: str | None = field(default=None, metadata={
-        "help": "webshop: WebShop's human instructions per product (items_human_ins.json)"})
-    query_file: str | None = field(default=None, metadata={
-        "help": "webshop, optional: WebShop's goal -> human search query map "
-                "(goal_query_map.json), the expert's first query"})
-    num_products: int | None = field(default=None, metadata={
-        "help": "webshop: use only the first N products of the product file (null: all)"})
-    split_seed: int = field(default=233, metadata={
-        "help": "webshop: the seed WebShop shuffles its goals with before splitting them "
-                "(test: goals 0-499, train: 1500 on)"})
+class WebShopParams(EpisodePromptParams):
+    source: str = "procedural"
+    """procedural: the generated offline catalog; webshop: WebShop's own data files (product_file,
+    attribute_file, human_instruction_file)"""
+    train_goals: int | None = 400
+    """goals for the agent (procedural: target products made; webshop: a cap on WebShop's train
+    goals, null for all)"""
+    test_goals: int = 50
+    """sealed test goals (webshop: the first of WebShop's 500 test goals)"""
+    max_steps: int = 15
+    """actions per episode; running out ends it with reward 0. 15 is the WebShop paper's evaluation
+    limit (its reference code allows 50-100 in training); the expert needs 3-8"""
+    catalog_seed: int = 2022
+    """procedural: seed of the catalog (products, instructions) and of its prices"""
+    train_seed: int = 1_000_003
+    """seed of the train goals' price bounds (procedural: and of which products are train
+    targets)"""
+    test_seed: int = 7_340_033
+    """seed of the test goals' price bounds; must differ from train_seed"""
+    near_misses: int = 3
+    """procedural: products per target that fail its goal in one way each (a missing attribute, an
+    option not offered, over the price bound)"""
+    results_per_page: int = 10
+    """products per results page: 10 is WebShop's; fewer make shorter prompts (the smoke grid's 5
+    halve a results page)"""
+    history: int = 3
+    """prompt_format=rewrite: previous actions in the prompt (earlier pages are clipped to 80
+    characters)"""
+    max_new_tokens: int = 32
+    """reply length when the grader generates an action (a search query needs about 15 tokens)"""
+    random_seeds: int = 3
+    """random-policy baseline: mean over this many seeds"""
+    trajectories_per_goal: int = 2
+    """demonstrations per train goal: the expert's, then ones with detours it recovers from"""
+    detour_p: float = 0.3
+    """chance per step (first half of an episode) that a perturbed demonstration clicks a wrong
+    product, option or page instead of the expert's action"""
+    product_file: str | None = None
+    """webshop: WebShop's product file (items_shuffle_1000.json or items_shuffle.json)"""
+    attribute_file: str | None = None
+    """webshop: WebShop's attribute file (items_ins_v2_1000.json or items_ins_v2.json)"""
+    human_instruction_file: str | None = None
+    """webshop: WebShop's human instructions per product (items_human_ins.json)"""
+    query_file: str | None = None
+    """webshop, optional: WebShop's goal -> human search query map (goal_query_map.json), the
+    expert's first query"""
+    num_products: int | None = None
+    """webshop: use only the first N products of the product file (null: all)"""
+    split_seed: int = 233
+    """webshop: the seed WebShop shuffles its goals with before splitting them (test: goals 0-499,
+    train: 1500 on)"""
 
     def __post_init__(self) -> None:
         require(self.source in SOURCES,

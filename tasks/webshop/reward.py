@@ -89,7 +89,7 @@ def title_tagger() -> str:
 
 def title_tagger_deviation() -> str | None:
     """How the title nouns in use depart from the reference code's, for every result and
-    manifest to say (None with spaCy's model); docs/tasks.md gives the measured size."""
+    manifest to say (None with spaCy's model); tasks/webshop/README.md gives the measured size."""
     if _spacy_tagger() is not None:
         return None
     return ("title nouns are content words (no stop word), not spaCy en_core_web_sm's NOUN/"

@@ -17,21 +17,29 @@ import json
 import random
 import shutil
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import a2rl.task.envs as envs_module
-from a2rl.common.files import iter_jsonl, write_jsonl_atomic
-from a2rl.common.layout import PreparedTaskPaths
-from a2rl.config.types import InferenceConfig, TaskConfig
-from a2rl.task.base import EvalResult, Rollouts, Task, require_test_feedback, score_by_group
-from a2rl.task.envs import (
+from a2rl.task import (
     Choice,
     EpisodeView,
+    EvalResult,
     ExpertPolicy,
     GeneratorPolicy,
+    InferenceConfig,
+    PreparedTaskPaths,
+    Rollouts,
+    Task,
+    TaskConfig,
     is_template,
+    iter_jsonl,
     play,
+    render_readme,
+    require_test_feedback,
+    score_by_group,
+    ship_episode_modules,
+    write_jsonl_atomic,
 )
 
 from . import products as products_module
@@ -112,7 +120,7 @@ class WebShopTask(Task):
         super().__init__(cfg, data_root)
         self.params = WebShopParams.from_dict(cfg.params)
         require_test_feedback(cfg)
-        self.fmt = envs_module.PromptFormat(
+        self.fmt = self.params.episode_prompt(
             instructions=PROMPT.instructions, history=self.params.history,
             max_observation_chars=PROMPT.max_observation_chars,
             max_history_chars=PROMPT.max_history_chars)
@@ -213,8 +221,8 @@ class WebShopTask(Task):
         write_jsonl_atomic(out.test, self._split_rows(test))
         out.validation.unlink(missing_ok=True)
 
-        train_games = [f"{data_games / 'goals.jsonl'}#{g['id']}" for g in train]
-        demos = self._demonstrations(train_games, {g["id"]: g for g in train})
+        train_games = [f"goals.jsonl#{g['id']}" for g in train]
+        demos = self._demonstrations(train_games, {g["id"]: g for g in train}, data_games)
         write_jsonl_atomic(out.data / "trajectories.jsonl", demos["trajectories"])
         write_jsonl_atomic(out.data / "train.jsonl", demos["pairs"])
         self._copy_env(out.data)
@@ -280,10 +288,14 @@ class WebShopTask(Task):
                  "category": g["category"], "instruction": g["instruction_text"]}
                 for g in goals]
 
+    def grading_settings(self) -> dict[str, Any]:
+        return {"prompt": asdict(self.fmt)}
+
     def rollouts(self) -> Rollouts:
         """The shop copied to ``data/webshop_env/``, rewarded by the episode's final score
         (WebShop's reward in [0, 1], partial matches count)."""
-        return Rollouts(module="webshop_env", env="WebShopEnv", reward="score")
+        return Rollouts(module="webshop_env", env="WebShopEnv", reward="score",
+                        prompt=asdict(self.fmt))
 
     def _copy_env(self, data: Path) -> None:
         """The environment for the agent's own rollouts: ``data/webshop_env/`` (this task's
@@ -297,17 +309,19 @@ class WebShopTask(Task):
             '"""WebShop\'s text environment (a copy of the task\'s own, see env.py)."""\n'
             "from .env import PROMPT, WebShopEnv, load_games\n\n"
             '__all__ = ["PROMPT", "WebShopEnv", "load_games"]\n')
-        shutil.copyfile(envs_module.__file__, data / "a2rl_envs.py")
+        ship_episode_modules(data)
 
-    def _demonstrations(self, games: list[str], goals: dict[str, dict]) -> dict[str, Any]:
+    def _demonstrations(self, games: list[str], goals: dict[str, dict], root: Path
+                        ) -> dict[str, Any]:
         """Expert trajectories (clean, then with detours) and their step-level
-        prompt -> expert-action pairs in the grader's prompt format."""
+        prompt -> expert-action pairs in the grader's prompt format; ``games`` relative to
+        ``root``, so that the seeded detours do not depend on where the task is prepared."""
         p = self.params
         trajectories, pairs, expert = [], [], {}
         for k in range(p.trajectories_per_goal):
             policy = ExpertPolicy(k) if k == 0 else DetourExpert(k, p.detour_p, p.max_steps)
             episodes = play(games, WebShopEnv, policy, p.max_steps + (4 if k else 0), self.fmt,
-                            keep_prompts=True)
+                            keep_prompts=True, root=root)
             if k == 0:
                 expert = self._summary(episodes)
             for ep in episodes:
@@ -326,18 +340,19 @@ class WebShopTask(Task):
 
     # ---- scoring ---------------------------------------------------------------------------
 
-    def _games(self, split: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    def _games(self, split: Path) -> tuple[list[dict[str, Any]], list[str], Path]:
+        """A split's rows, its games ('<goals file>#<goal id>') relative to the root they are
+        played from (``play(root=...)``), and that root, the split's folder: seeded policies
+        (the random shopper, the detours) then choose the same wherever the task was prepared
+        (as alfworld's ``_games``)."""
         rows = list(iter_jsonl(split))
         if not rows:
             raise ValueError(f"{split}: no goals to evaluate")
-        games = []
         for row in rows:
-            path, _, goal_id = row["game"].rpartition("#")
-            file = (split.parent / path).resolve()
+            file = split.parent / row["game"].rpartition("#")[0]
             if not file.is_file():
                 raise FileNotFoundError(f"{split}: goals file {file} missing; re-run prepare")
-            games.append(f"{file}#{goal_id}")
-        return rows, games
+        return rows, [row["game"] for row in rows], split.parent
 
     @staticmethod
     def _summary(episodes) -> dict[str, float]:
@@ -348,28 +363,29 @@ class WebShopTask(Task):
 
     def expert_score(self, split: Path) -> dict[str, float]:
         """The scripted expert on a split's goals (100 when every goal is reachable)."""
-        _, games = self._games(split)
+        _, games, root = self._games(split)
         return self._summary(play(games, WebShopEnv, ExpertPolicy(0), self.params.max_steps,
-                                  self.fmt))
+                                  self.fmt, root=root))
 
     def random_baseline(self, split: Path) -> dict[str, Any]:
         """A random available action each step (mean over seeds)."""
-        _, games = self._games(split)
+        _, games, root = self._games(split)
         runs = [self._summary(play(games, WebShopEnv, RandomShopper(seed),
-                                   self.params.max_steps, self.fmt))
+                                   self.params.max_steps, self.fmt, root=root))
                 for seed in range(self.params.random_seeds)]
         return {key: sum(r[key] for r in runs) / len(runs) for key in runs[0]} | {
             "per_seed": [r["score"] for r in runs]}
 
     def evaluate(self, model_dir: Path, split: Path, inference: InferenceConfig) -> EvalResult:
-        from a2rl.task.inference import load_generator
+        from a2rl.task import load_generator
 
         started = time.perf_counter()
-        rows, games = self._games(split)
+        rows, games, root = self._games(split)
         generator = load_generator(Path(model_dir), inference)
         try:
             policy = GeneratorPolicy(generator, self.params.max_new_tokens)
-            episodes = play(games, WebShopEnv, policy, self.params.max_steps, self.fmt)
+            episodes = play(games, WebShopEnv, policy, self.params.max_steps, self.fmt,
+                            root=root)
         finally:
             close = getattr(generator, "close", None)
             if close:
@@ -394,49 +410,12 @@ class WebShopTask(Task):
     # ---- agent-facing -----------------------------------------------------------------------
 
     def _data_readme(self, n_goals: int, n_pairs: int, n_products: int) -> str:
-        p = self.params
-        example = self.fmt.user_prompt(
+        example = self.fmt.example(
             "<instruction>", [("search[<query>]", "<results page>"), ("click[<asin>]", "<page>")],
             "<the page you see now>", ["click[<action 1>]", "click[<action 2>]"])
-        return (
-            "# Training data: WebShop\n\n"
-            f"- `games/catalog.json`: the shop's {n_products} products (WebShop's fields: "
-            "`Title`, `Price`, `options`, `Attributes`, `BulletPoints`, `Description`, ...); "
-            "`games/index/`: its BM25 search index.\n"
-            f"- `games/goals.jsonl`: {n_goals} train goals (WebShop's goal records: "
-            "`instruction_text`, the target `asin`, `attributes`, `goal_options`, `price_upper`,"
-            " and a `search_query`).\n"
-            "- `trajectories.jsonl`: expert episodes per train goal (`kind: expert`; "
-            "`perturbed_expert` clicks a wrong product, option or page now and then and "
-            "recovers); `actions` taken, `expert_actions` the expert's choice in each state.\n"
-            f"- `train.jsonl`: {n_pairs} step-level pairs `prompt` (the grader's user turn for "
-            "that state) -> `completion` (the expert's action).\n"
-            "- `webshop_env/` + `a2rl_envs.py`: the shop as a Python environment for rollouts "
-            "with any policy, e.g. your own model.\n\n"
-            f"The grader plays each sealed test goal for at most {p.max_steps} actions. Every "
-            "turn it sends one user turn (the model's chat template, generation prompt added, "
-            f"no system turn) and greedily decodes at most {p.max_new_tokens} tokens; the first "
-            "line of the reply is the action: `search[...]` as written, a click matched to the "
-            "closest available one. The user turn is:\n\n"
-            f"```\n{example}\n```\n\n"
-            "`click[buy now]` ends the episode with WebShop's reward in [0, 1]: the share of the "
-            "goal's attributes, options and price bound the purchase meets, times a product-"
-            "type match; running out of steps scores 0. The score is the mean reward x 100. "
-            "Test goals are other products of the same shop, described the same way.\n\n"
-            "## Rolling out a model in the train goals\n\n"
-            "```python\nimport sys; sys.path.insert(0, 'data')\n"
-            "from webshop_env import PROMPT, WebShopEnv, load_games\n"
-            "from a2rl_envs import play, ExpertPolicy, GeneratorPolicy\n"
-            "games = load_games('data/games')        # '<goals file>#<goal id>' strings\n"
-            f"episodes = play(games[:8], WebShopEnv, ExpertPolicy(0), max_steps={p.max_steps}, "
-            "fmt=PROMPT, keep_prompts=True)\n"
-            "print([e.score for e in episodes])    # rewards; e.steps: prompt, action, expert\n"
-            "```\n\n"
-            "A policy is any object with `choose(views) -> [Choice(action)]`, called once per "
-            "step with all unfinished episodes (`view.prompt`, `view.admissible`, "
-            "`view.info['expert']`), so one batched model call serves every episode; "
-            "`GeneratorPolicy(gen)` wraps an object with `.tokenizer` and "
-            "`.generate(prompts, max_new_tokens)`.\n")
+        return render_readme(Path(__file__).with_name("data_readme.md.j2"), {
+            "n_goals": n_goals, "n_pairs": n_pairs, "n_products": n_products, "p": self.params,
+            "sends": self.fmt.describe(), "example": example})
 
     def description(self) -> str:
         return Path(__file__).with_name("description.md").read_text()
