@@ -28,6 +28,14 @@ AGENT_PYTHON = Path(os.environ.get("A2RL_AGENT_PYTHON")
 # the harness's interpreter as the sandbox shows it: a venv's own (.venv/bin/python, in the
 # checkout, which the sandbox hides) is its base installation's, mounted with that installation
 SANDBOX_PYTHON = getattr(sys, "_base_executable", sys.executable)
+# one run's values for description.md, as a2rl.pipeline.runner.task_description gives them
+# (a2rl.common.contract renders a task's description with them)
+RUN_VALUES = {"time_limit_min": 30.0, "count_eval_time": False, "max_submissions": 5,
+              "feedback": "validation", "workspace": "/workspace",
+              "grader_url": "$A2RL_GRADER_URL", "base_model": "/workspace/base_model",
+              "data_dir": "/workspace/data", "memory_gb": 12.0, "max_processes": 512,
+              "tmpfs_gb": 2.0, "disk_gb": "10", "disk_files": 100000,
+              "hardware": "2 CPUs (test machine)", "precision": "fp32"}
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 

@@ -24,6 +24,8 @@ from typing import Any
 
 from checkout import FIXTURE_DATA, FULL_DATA, REPO
 
+TASK_SAMPLE = REPO / "tasks" / "alpacaeval" / "data" / "alpaca_eval_sample.json"
+
 # the keys of an item whose text is its own (not a prompt template around it)
 ITEM_KEYS = ("question", "instruction", "problem", "goal", "code_prompt", "prompt")
 PER_SOURCE = 6
@@ -34,8 +36,9 @@ def needles() -> dict[str, list[str]]:
     """{source: its needles}, for every source this checkout has."""
     found = {"humaneval/sealed": humaneval_sealed()}
     files = {"gsm8k/test": [FIXTURE_DATA / "gsm8k" / "test.jsonl"],
-             # the 805 instructions the task ships (the annotations fixture has none of them)
-             "alpacaeval/eval": [REPO / "tasks/alpacaeval/data/alpaca_eval_gpt4_baseline.json.xz"],
+             # the 805 instructions: the task ships a sample of them (the full copy is under
+             # $A2RL_DATA, below), and the annotations fixture has none of them
+             "alpacaeval/eval": [TASK_SAMPLE],
              "webshop/goals": [REPO / "tests/fixtures/webshop/items_human_ins.json"]}
     if FULL_DATA is not None:
         files["gsm8k/test"].append(FULL_DATA / "gsm8k" / "test.jsonl")

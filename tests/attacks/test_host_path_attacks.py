@@ -81,8 +81,13 @@ for area in more_areas:  # a CLI's venv: where its own interpreter says it lives
         check(python + " sys.path", done.stdout + done.stderr)
 seen = set()
 files = 0
+# the distribution's own documentation is the OS's text, not the host's state (git's release
+# notes quote a home folder's checkout path, which may be where the repository is)
+DISTRO_DOCS = ("/usr/share/doc/", "/usr/share/man/")
 for area in areas:
     for dirpath, dirnames, filenames in os.walk(area):
+        if (dirpath + "/").startswith(DISTRO_DOCS):
+            continue
         for name in filenames:
             path = os.path.join(dirpath, name)
             if path in seen:

@@ -55,8 +55,10 @@ shutil.copytree(f"{ws}/base_model", f"{ws}/output/base")
 subprocess.call(["a2rl", "submit", f"{ws}/output/base"])
 '''
 # what the harness keeps to itself: the sealed split, the store, per-item evaluation details,
-# the grader's private log, the agent's recorded code (its own), the models
-PRIVATE = {"prepared", "cache", "store", "evals", "code.git", "models", "logs"}
+# the grader's private log, the agent's recorded code (its own), the models, and the twin split
+# final grading draws after the run (sealed like test: its questions are not test's, but the
+# prompt's instruction and a question's first operands can make a 12-word run test has too)
+PRIVATE = {"prepared", "cache", "store", "evals", "code.git", "models", "logs", "twin"}
 
 
 def shown_files(results):

@@ -4,7 +4,7 @@ heart scores far higher on test than on a twin split (Task.twin_split) and a2rl.
 flags it; the honest scripted policies (the expert, and a weak one) score alike on both and are
 not flagged.
 
-The memoriser stands in for the model (a2rl.task.inference.load_generator), so the grader's own
+The memoriser stands in for the model (a2rl.task.load_generator), so the grader's own
 ``evaluate`` plays it on both splits and nothing is trained; the honest policies play both
 splits through the same runner. (A model trained on the sealed items and submitted in a real
 cell is tests/attacks/test_twin_split_attacks.py's gsm8k_arith and household case; training on
@@ -24,7 +24,7 @@ from a2rl.common.files import iter_jsonl
 from a2rl.config.types import InferenceConfig, TaskConfig
 from a2rl.grading import twin
 from a2rl.task.base import EvalResult, load_task
-from a2rl.task.envs import ExpertPolicy, play
+from a2rl.task.envs import ExpertPolicy, play, render_chat
 from checkout import prepare_in
 
 pytestmark = pytest.mark.attacks
@@ -38,11 +38,18 @@ class Memoriser:
     there; on any other, the action of the seen prompt that shares the most words with it (a
     model trained on those sessions alone answers with what it learnt)."""
 
-    tokenizer = None  # no chat template: it reads the plain user turn (format_chat)
+    tokenizer = None  # no chat template: it reads the turns' plain text (render_chat)
 
     def __init__(self, episodes):
-        self.memory = {step["prompt"]: step["action"] for ep in episodes for step in ep.steps}
+        self.memory = {self.text(step["prompt"]): step["action"]
+                       for ep in episodes for step in ep.steps}
         self.words = {prompt: set(prompt.split()) for prompt in self.memory}
+
+    @staticmethod
+    def text(prompt) -> str:
+        """A step's prompt as the policy hands it to a generator without a chat template: an
+        append-style chat as its turns' text, a rewrite-style prompt as it is."""
+        return render_chat(None, prompt, True) if isinstance(prompt, list) else prompt
 
     def generate(self, prompts: list[str], max_new_tokens: int) -> list[str]:
         return [self.memory.get(prompt) or self._nearest(prompt) for prompt in prompts]
@@ -64,9 +71,9 @@ class WebShop:
 
     @staticmethod
     def sessions(task, split: Path, policy, keep_prompts: bool = False):
-        _, games = task._games(split)
+        _, games, root = task._games(split)
         return play(games, WebShopEnv, policy, task.params.max_steps, task.fmt,
-                    keep_prompts=keep_prompts)
+                    keep_prompts=keep_prompts, root=root)
 
     @classmethod
     def honest(cls, task, split: Path) -> dict[str, dict[str, float]]:
@@ -110,7 +117,7 @@ def test_a_memoriser_of_the_sealed_sessions_is_flagged_and_honest_policies_are_n
     twin_split = task.twin_split(out, tmp_path / "twin", TWIN_SEED)
 
     memoriser = Memoriser(kind.sessions(task, out.test, ExpertPolicy(0), keep_prompts=True))
-    monkeypatch.setattr("a2rl.task.inference.load_generator", lambda model_dir, cfg: memoriser)
+    monkeypatch.setattr("a2rl.task.load_generator", lambda model_dir, cfg: memoriser)
     on_test, on_twin = (task.evaluate(tmp_path / "no-model", split, INFERENCE).to_dict()
                         for split in (out.test, twin_split))
     assert on_test["score"] >= 75, on_test  # it learnt the sealed sessions

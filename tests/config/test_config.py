@@ -308,6 +308,26 @@ def test_every_task_param_documents_itself(name):
     assert [key for key, text in help_of(params).items() if not text.strip()] == []
 
 
+@pytest.mark.parametrize(("name", "key", "values"), [
+    ("gsm8k.params.GSM8KParams", "protocol", "gsm8k.params.PROTOCOLS"),
+    ("gsm8k.params.SourceParams", "kind", "gsm8k.params.SOURCE_KINDS"),
+    ("humaneval.params.ExtraSource", "kind", "humaneval.params.EXTRA_KINDS"),
+    ("humaneval.params.HumanEvalParams", "sandbox", "humaneval.params.ISOLATIONS"),
+    ("alfworld.params.AlfworldParams", "goal_types", "alfworld.params.KNOWN_GOAL_TYPES"),
+])
+def test_a_help_text_naming_a_choice_list_names_each_choice(name, key, values):
+    """These texts spell out a constant's values (a docstring is a literal, not an f-string):
+    a value added to the constant must reach the text."""
+    import importlib
+
+    def attr(dotted):
+        module, attr_name = dotted.rsplit(".", 1)
+        return getattr(importlib.import_module(f"a2rl_tasks.{module}"), attr_name)
+
+    text = help_of(attr(name))[key]
+    assert [v for v in attr(values) if not re.search(rf"\b{re.escape(v)}\b", text)] == [], text
+
+
 @pytest.mark.parametrize(("override", "message"), [
     ("task.id=a/b", "task.id='a/b'"),
     ("task.package=a.b", "task.package='a.b'"),

@@ -15,9 +15,10 @@ from a2rl.common.clock import BudgetClock
 from a2rl.common.events import EventLog
 from a2rl.common.files import iter_jsonl
 from a2rl.grading import client
+from a2rl.grading.answers import answer
 from a2rl.grading.grader import GraderSettings, GradingServer, GradingService
-from a2rl.grading.ledger import Ledger
-from a2rl.task.base import EvalResult, GradingUnavailable
+from a2rl.grading.ledger import Ledger, grading_totals
+from a2rl.task.base import EvalResult, GradingBudgetExhausted, GradingUnavailable
 
 TOKEN = "test-token"
 PROBE_IDS = torch.arange(3, 43).view(4, 10)
@@ -326,6 +327,31 @@ def test_grading_unavailable_is_judge_failed_uncounted_and_not_charged(run_env, 
     assert entry.status == "judge_failed" and not entry.valid and entry.artifact_hash
     code, body = service.submit("output/a")
     assert code == 200 and body["submissions_left"] == 0 and score.calls == 1
+
+
+def test_a_spent_judge_budget_is_answered_plainly_and_ends_grading(run_env, tiny_model):
+    """The run's paid-judge budget spent (GradingBudgetExhausted): 402 with the documented
+    sentence, not the generic 503 of an outage; the submission is not used up, and later ones
+    are refused up front (a restarted grader too) without calling the evaluator."""
+    tmp_path, ws = run_env
+    score = ForwardPassScore()
+
+    def evaluate(model_dir: Path) -> EvalResult:
+        raise GradingBudgetExhausted("the judge budget is used up: 50.01 of 50 USD")
+
+    service = make_service(tmp_path, ws, tiny_model, evaluate, max_submissions=5)
+    put_model(ws, tiny_model, "a")
+    code, body = service.submit("output/a")
+    assert code == 402 and body["status"] == "grading_budget_exhausted"
+    assert body["error"] == answer("grading_budget_exhausted") and body["submissions_left"] == 5
+    assert "50.01" not in body["error"]  # the judge's words stay in the grader's log
+    assert service.status()["grading_budget_exhausted"] is True
+    put_model(ws, tiny_model, "b")
+    code, body = service.submit("output/b")
+    assert code == 402 and body["error"] == answer("grading_budget_exhausted")
+    restarted = make_service(tmp_path, ws, tiny_model, score, max_submissions=5)
+    assert restarted.submit("output/b")[0] == 402 and score.calls == 0
+    assert grading_totals(restarted.ledger.entries)["grading_budget_exhausted_submissions"] == 1
 
 
 def test_copy_of_base_model_is_answered_with_the_baseline(run_env, tiny_model):

@@ -154,7 +154,8 @@ def test_real_runs_record_code_at_every_submission_and_at_the_end(runs):
         code = recording.read_files(sft.code_repo, entry["code_commit"], ["code/train.py"])
         assert "SFTTrainer" in code["code/train.py"]
     assert "final" in tags
-    assert recording.tree_files(sft.code_repo, "final") == ["code/train.py"]
+    # the SFT script and the shared trainer options it imports: what the agent left in code/
+    assert recording.tree_files(sft.code_repo, "final") == ["code/train.py", "code/trainer_args.py"]
     events = list(iter_jsonl(sft.events))
     assert any(e["kind"] == "code_snapshot" and e["commit"] == tags["final"] for e in events)
     # the repository lives outside the workspace: the agent never saw it

@@ -377,14 +377,21 @@ def test_provider_errors_and_unreachable_providers_are_recorded(fresh, tmp_path)
     with start_proxy(tmp_path, "anthropic", "http://127.0.0.1:9") as proxy:
         unreachable = httpx.post(f"{proxy.url}/v1/messages", headers={"x-api-key": DUMMY},
                                  json={"messages": []})
+        # once the run is over and the harness stops its own model server (driver local), a
+        # call it cuts is the run's end, not the provider's failure
+        proxy.log.run_ended = True
+        httpx.post(f"{proxy.url}/v1/messages", headers={"x-api-key": DUMMY},
+                   json={"messages": []})
     assert overloaded.status_code == 529
     assert unreachable.status_code == 502
     assert unreachable.json()["error"]["type"] == "api_error"
     failed = calls(tmp_path)
     assert [(c["status"], c["outcome"]) for c in failed] == [(529, "upstream_error"),
-                                                              (502, "connection_error")]
+                                                              (502, "connection_error"),
+                                                              (502, "client_closed")]
     assert "provider exploded" in failed[0]["error"]
-    assert llm_totals(tmp_path)["failed_calls"] == 2
+    assert failed[2]["error"].startswith("the run ended before the reply")
+    assert llm_totals(tmp_path)["failed_calls"] == 3
 
 
 def test_unknown_routes_and_bodies(fresh, tmp_path):

@@ -15,10 +15,7 @@ Each run takes 40-90 s on two CPU cores (the first one also builds the tiny mode
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -26,7 +23,6 @@ import pytest
 import yaml
 
 from a2rl.analysis.transcripts import normalise
-from a2rl.config.compose import compose
 from a2rl.llm.proxy import llm_totals
 from a2rl.llm.replay import (
     ReplayBackend,
@@ -36,7 +32,6 @@ from a2rl.llm.replay import (
     pick_shell_tool,
     shell_arguments,
 )
-from a2rl.llm.stacks import TOOLS_ENV, AgentNotInstalled, stack_of, tools_dir
 from a2rl.llm.wire import (
     ANTHROPIC,
     GEMINI,
@@ -44,7 +39,8 @@ from a2rl.llm.wire import (
     OPENAI_RESPONSES,
     UsageTracker,
 )
-from checkout import REPO, child_env
+from agent_runs import HARNESS_SECRET, a2rl_run, jsonl, needs
+from checkout import REPO
 
 SCRIPT = ReplayScript.parse({"turns": [
     {"text": "look", "shell": "ls"},
@@ -207,22 +203,6 @@ E2E_STACKS = ("mini_swe_agent", "claude_code", "codex", "gemini_cli", "opencode"
 PROTOCOL_OF = {"mini_swe_agent": OPENAI_CHAT, "claude_code": ANTHROPIC, "codex": OPENAI_RESPONSES,
                "gemini_cli": GEMINI, "opencode": OPENAI_CHAT,
                "openhands": OPENAI_CHAT}
-HARNESS_SECRET = "sk-harness-only-secret"
-
-
-def installed(stack: str) -> bool:
-    cfg = compose([f"agent={stack}"])
-    folder = tools_dir(REPO / "resources", stack, cfg.agent.version)
-    try:
-        stack_of(stack).check_installed(folder, cfg.agent.version)
-        return True
-    except AgentNotInstalled:
-        return False
-
-
-def needs(stack: str):
-    return pytest.mark.skipif(not installed(stack), reason=(
-        f"{stack} is not installed: python scripts/install_agents.py {stack}"))
 
 
 @pytest.fixture(scope="module")
@@ -241,25 +221,9 @@ def e2e_root(tmp_path_factory) -> Path:
     return root
 
 
-def a2rl_run(root: Path, stack: str, *overrides: str, timeout: float = 900):
-    env = child_env(**{"A2RL_CONF": str(REPO / "conf"),
-                       TOOLS_ENV: os.environ.get(TOOLS_ENV, str(REPO / "resources" / "tools")),
-                       "ANTHROPIC_API_KEY": HARNESS_SECRET, "OPENAI_API_KEY": HARNESS_SECRET})
-    command = [sys.executable, "-c",
-               "import sys; from a2rl.pipeline.cli import main; sys.exit(main())",
-               "run", "grid=ci", f"agent={stack}", "driver=replay", f"paths.root={root}",
-               f"driver.script={root / 'script.yaml'}", "budget.time_limit_s=300", *overrides]
-    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True,
-                          timeout=timeout, check=False)
-    run = root / "results" / "ci" / "runs" / "gsm8k_arith" / stack / "replay" / "seed0"
-    agent_log = (run / "agent.log").read_text(errors="replace")[-4000:] \
-        if (run / "agent.log").exists() else ""
-    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-5000:]}\n{agent_log}"
-    return run, agent_log
-
-
-def jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+def replay_run(root: Path, stack: str, *overrides: str) -> tuple[Path, str]:
+    return a2rl_run(root, stack, "replay", f"driver.script={root / 'script.yaml'}",
+                    "budget.time_limit_s=300", *overrides)
 
 
 @pytest.mark.integration
@@ -267,7 +231,7 @@ def jsonl(path: Path) -> list[dict]:
 def test_agent_trains_and_submits_through_the_replay_driver(stack, e2e_root):
     from safetensors.torch import load_file
 
-    run, log = a2rl_run(e2e_root, stack)
+    run, log = replay_run(e2e_root, stack)
     record = json.loads((run / "run.json").read_text())
     assert (record["status"], record["exit_code"], record["stack"]) == ("completed", 0, stack), log
     assert record["transcript"] == "transcript.jsonl"
@@ -314,7 +278,7 @@ def test_agent_trains_and_submits_through_the_replay_driver(stack, e2e_root):
 @pytest.mark.integration
 @needs("claude_code")
 def test_llm_token_budget_stops_the_agent(e2e_root):
-    run, log = a2rl_run(e2e_root, "claude_code", "budget.llm_max_tokens=100")
+    run, log = replay_run(e2e_root, "claude_code", "budget.llm_max_tokens=100")
     record = json.loads((run / "run.json").read_text())
     assert record["status"] == "llm_budget_exhausted", log
     assert record["agent_seconds"] < 60

@@ -1,13 +1,16 @@
-"""The benchmark scripts end to end: scripts/bench_core.py on the tiny model (both phases run and
-report their ratios), scripts/bench_codeexec.py (the sandbox against no sandbox, the
-two-process runner against the single-interpreter one) and scripts/bench_planning.py (planning
-the ci grid, this checkout against a commit)."""
+"""The benchmark scripts of benchmarks/ end to end, on the tiny model or small inputs:
+core.py (both phases run and report their ratios), codeexec.py (the sandbox against no sandbox,
+the two-process runner against the single-interpreter one), planning.py (planning the ci grid,
+this checkout against a commit), gpu_check.py, threads.py and peak.py; and the GRPO probe of
+experiments/grpo_probe/ and the AlpacaEval judge agreement study of
+experiments/alpacaeval_judge_agreement/."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import math
+import random
 import sys
 from pathlib import Path
 
@@ -15,7 +18,8 @@ import pytest
 
 from checkout import REPO
 
-SCRIPT = REPO / "scripts" / "bench_core.py"
+BENCHMARKS = REPO / "benchmarks"
+SCRIPT = BENCHMARKS / "core.py"
 
 
 def load_script(path: Path = SCRIPT):
@@ -58,7 +62,7 @@ def test_bench_core_on_tiny_model(tmp_path, capsys):
 
 
 def test_bench_codeexec_compares_bwrap_with_no_sandbox(tmp_path):
-    bench = load_script(SCRIPT.with_name("bench_codeexec.py"))
+    bench = load_script(BENCHMARKS / "codeexec.py")
     out = tmp_path / "codeexec.json"
     bench.main(["--n", "4", "--design-problems", "4", "--out", str(out)])
     result = json.loads(out.read_text())
@@ -79,10 +83,10 @@ def test_bench_codeexec_compares_bwrap_with_no_sandbox(tmp_path):
 
 
 def test_probe_grpo_scores_start_and_each_round_paired(tmp_path):
-    """scripts/probe_grpo.py on the tiny model and the ci grid's household games (prepared
-    under its work folder, never over results/): the start and every round are scored on the
-    same sealed games, and each round's gain is the paired difference from the start."""
-    probe = load_script(SCRIPT.with_name("probe_grpo.py"))
+    """experiments/grpo_probe/probe.py on the tiny model and the ci grid's household games
+    (prepared under its work folder, never over results/): the start and every round are scored
+    on the same sealed games, and each round's gain is the paired difference from the start."""
+    probe = load_script(REPO / "experiments" / "grpo_probe" / "probe.py")
     out = tmp_path / "probe.json"
     report = probe.main(["--tiny", "--rounds", "2", "--iterations", "1", "--games", "2",
                          "--group", "2", "--max-steps", "3", "--train-layers", "1",
@@ -110,11 +114,11 @@ def test_probe_grpo_scores_start_and_each_round_paired(tmp_path):
 
 
 def test_bench_planning_times_the_ci_plan_against_a_commit(tmp_path):
-    """scripts/bench_planning.py plans the ci grid with HEAD's workflow and the work tree's,
+    """benchmarks/planning.py plans the ci grid with HEAD's workflow and the work tree's,
     cold then cached: one run_cell job per cell, CPU seconds measured."""
     from a2rl.config.compose import compose, grid_cells, grid_overrides
 
-    bench = load_script(SCRIPT.with_name("bench_planning.py"))
+    bench = load_script(BENCHMARKS / "planning.py")
     out = tmp_path / "planning.json"
     summary = bench.main(["--grid", "ci", "--repeats", "1", "--before", "HEAD",
                           "--out", str(out)])
@@ -134,21 +138,21 @@ def test_gpu_check_without_gpu_says_so_and_fails(tmp_path, capsys):
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    check = load_script(REPO / "scripts" / "gpu_check.py")
+    check = load_script(BENCHMARKS / "gpu_check.py")
     assert check.main(["--out", str(tmp_path / "g.json")]) == check.NO_GPU
     assert "no CUDA GPU" in capsys.readouterr().err
     assert not (tmp_path / "g.json").exists()
 
 
 def test_bench_threads_runs_jobs_alone_and_side_by_side(tmp_path):
-    """scripts/bench_threads.py on the tiny model and two made household games: one job alone,
+    """benchmarks/threads.py on the tiny model and two made household games: one job alone,
     two at once with the given threads and two at once with one thread each; every job
     generates the same batch (greedy, so the same tokens) and the ratios are reported."""
     from a2rl_tasks.alfworld.games import Difficulty, make_games
 
     make_games(tmp_path / "games", "bt", 2, 5, Difficulty(rooms=(2, 3), objects=(4, 5)),
                ["put_on"])
-    bench = load_script(REPO / "scripts" / "bench_threads.py")
+    bench = load_script(BENCHMARKS / "threads.py")
     out = tmp_path / "threads.json"
     report = bench.main(["--tiny", "--games", str(tmp_path / "games"), "--n", "4",
                          "--threads", "1", "--max-new-tokens", "4", "--out", str(out)])
@@ -163,49 +167,12 @@ def test_bench_threads_runs_jobs_alone_and_side_by_side(tmp_path):
         assert math.isfinite(report[key]) and report[key] > 0
 
 
-def test_grid_timeline_reads_a_real_snakemake_log(tmp_path, capsys):
-    """A two-rule workflow run by Snakemake: the script finds both jobs in the log Snakemake
-    kept, their wildcards, an order that respects the dependency, and the seconds they slept."""
-    import subprocess
-
-    (tmp_path / "Snakefile").write_text(
-        'rule all:\n    input: "b_x.txt"\n\n'
-        'rule a:\n    output: "a_{name}.txt"\n    shell: "sleep 2 && touch {output}"\n\n'
-        'rule b:\n    input: "a_{name}.txt"\n    output: "b_{name}.txt"\n'
-        '    shell: "sleep 1 && touch {output}"\n')
-    done = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    timeline = load_script(REPO / "scripts" / "grid_timeline.py")
-    log = timeline.newest_log(tmp_path)
-    out = tmp_path / "timeline.json"
-    assert timeline.main([str(log), "--out", str(out)]) == 0
-    report = json.loads(out.read_text())
-    jobs = {j["rule"]: j for j in report["jobs"]}
-    assert set(jobs) == {"a", "b", "all"}
-    assert report["unfinished"] == [] and report["finished_without_start"] == []
-    assert jobs["a"]["wildcards"] == "name=x" and jobs["a"]["start_s"] == 0
-    assert jobs["a"]["end_s"] <= jobs["b"]["start_s"]
-    assert 2 <= jobs["a"]["seconds"] <= 4 and 1 <= jobs["b"]["seconds"] <= 3
-    assert report["wall_s"] >= 3 and report["seconds_per_rule"]["a"] == jobs["a"]["seconds"]
-    # a log cut while b runs (a grid still going, or killed): b is listed as unfinished
-    text = log.read_text()
-    partial = timeline.timeline(text[:text.index("Finished jobid", text.index("rule b:"))])
-    assert [j["rule"] for j in partial["jobs"]] == ["a"]
-    assert [(j["rule"], j["wildcards"]) for j in partial["unfinished"]] == [("b", "name=x")]
-    # a dry run's log has no job that ran: a clear error, exit 2
-    dry = tmp_path / "dry.log"
-    dry.write_text("Building DAG of jobs...\nJob stats:\njob    count\n")
-    assert timeline.main([str(dry)]) == 2
-    assert "no job both started and finished" in capsys.readouterr().err
-
-
 def test_bench_peak_compares_the_prompt_pass_with_bare_matmuls(tmp_path):
     """Both precisions report the matmul rate on the model's shapes, the prompt pass's rate and
     the share; the prompt pass's FLOPs are counted from the config as the docstring says."""
     from types import SimpleNamespace
 
-    bench = load_script(REPO / "scripts" / "bench_peak.py")
+    bench = load_script(BENCHMARKS / "peak.py")
     config = SimpleNamespace(hidden_size=8, intermediate_size=16, num_attention_heads=4,
                              num_key_value_heads=2, num_hidden_layers=3)
     # q, o: 8x8; k, v: 8x4; gate, up, down: 8x16 -> 64+64+32+32+384 = 576 weights a layer
@@ -222,3 +189,129 @@ def test_bench_peak_compares_the_prompt_pass_with_bare_matmuls(tmp_path):
         assert math.isclose(row["share_of_matmul"],
                             row["prompt_pass_gflops"] / row["matmul_gflops"], abs_tol=0.05)
     assert report["hardware"]["cpu_cores"] >= 1
+
+
+def test_grid_cells_tabulates_each_finished_runs_twin_verdict(tmp_path, capsys):
+    """experiments/twin_false_positives/grid_cells.py reads every final.json of a grid and
+    counts the flagged runs per task and agent; a run with no twin check is listed, not
+    counted."""
+    cells = load_script(REPO / "experiments" / "twin_false_positives" / "grid_cells.py")
+    verdicts = {("sft", 0): {"checked": True, "flagged": True, "score": 20.0, "gap": 30.0},
+                ("sft", 1): {"checked": True, "flagged": False, "score": 45.0, "gap": 5.0},
+                ("noop", 0): {"checked": False, "reason": "fixed pool"}}
+    for (agent, seed), twin in verdicts.items():
+        run = tmp_path / "runs" / "gsm8k_arith" / agent / "none" / f"seed{seed}"
+        run.mkdir(parents=True)
+        (run / "final.json").write_text(json.dumps({
+            "task": "gsm8k_arith", "agent": agent, "seed": seed, "test_score": 50.0,
+            "test_stderr": 3.5, "twin": {"threshold": 10.0, "stderr": 3.0, **twin}}))
+    out = tmp_path / "cells.json"
+    assert cells.main([str(tmp_path), "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["flagged"] == {"gsm8k_arith/sft": "1 of 2"}
+    assert [(c["agent"], c["seed"], c["flagged"]) for c in report["cells"]] == [
+        ("noop", 0, False), ("sft", 0, True), ("sft", 1, False)]
+    assert "| gsm8k_arith | sft | 0 | 50.0 ± 3.5 | 20.0 ± 3.0 | 30.0 | 10.0 | **yes** |" \
+        in capsys.readouterr().out
+    assert cells.main([str(tmp_path / "empty")]) == 1
+
+
+def _published_annotations(root: Path) -> dict[str, tuple[str, str]]:
+    """Annotations shaped like alpaca_eval's for the study's three models: GPT-4 Turbo gives one
+    item to the (longer) model reply and one to the (longer) reference; a tie, an unjudged item
+    and an empty reply, which no sample may hold. Returns instruction -> (reference, reply)."""
+    replies = {}
+    for model in ("alpaca-7b", "falcon-7b-instruct", "gpt4_gamed"):
+        rows = [{"instruction": f"Name a colour ({model}).", "output_1": "Red.",
+                 "output_2": "Blue, the colour of a clear sky.", "preference": 1.8},
+                {"instruction": f"Name a fruit ({model}).",
+                 "output_1": "An apple, crisp and sweet.", "output_2": "Pear", "preference": 1.1},
+                {"instruction": f"Tie ({model}).", "output_1": "a", "output_2": "b",
+                 "preference": 1.5},
+                {"instruction": f"Unjudged ({model}).", "output_1": "a", "output_2": "bb",
+                 "preference": None},
+                {"instruction": f"Empty ({model}).", "output_1": "a", "output_2": " ",
+                 "preference": 1.9}]
+        path = root / "results" / model / "weighted_alpaca_eval_gpt4_turbo" / "annotations.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(rows))
+        replies |= {r["instruction"]: (r["output_1"], r["output_2"]) for r in rows[:2]}
+    return replies
+
+
+def test_judge_agreement_study_measures_each_judge_on_the_same_balanced_sample(
+        tmp_path, tiny_model):
+    """experiments/alpacaeval_judge_agreement/measure.py: every judge kind sees the same sample
+    of GPT-4 Turbo's two verdicts; the pairwise judge's preference is the task's over both
+    orders; the length judge follows length; a pointwise score is the reply's own, read from
+    the logits of the right positions (checked against a full forward pass)."""
+    import torch
+    from a2rl_tasks.alpacaeval.sources import instruction_key
+    from a2rl_tasks.alpacaeval.task import preference_of
+
+    from a2rl.task import encode_prompt
+
+    study = load_script(REPO / "experiments" / "alpacaeval_judge_agreement" / "measure.py")
+    replies = _published_annotations(tmp_path / "alpacaeval")
+    reports = {}
+    for kind in study.KINDS:
+        out = tmp_path / f"{kind}.json"
+        study.main(["--data", str(tmp_path / "alpacaeval"), "--judge", str(tiny_model),
+                    "--judge-kind", kind, "--per-class", "2", "--out", str(out)])
+        reports[kind] = json.loads(out.read_text())
+    samples = [[(r["item"], r["gpt4_model_wins"]) for r in report["rows"]]
+               for report in reports.values()]
+    assert samples[0] == samples[1] == samples[2]
+    assert sorted(w for _, w in samples[0]) == [False, False, True, True]
+    by_item = {instruction_key(i): i for i in replies}
+    assert {i for i, _ in samples[0]} <= set(by_item)  # no tie, unjudged item or empty reply
+    assert not any("instruction" in r for report in reports.values() for r in report["rows"])
+
+    length = reports["length"]["summary"]["length"]
+    assert length["agreement"]["value"] == 100.0 and length["auc"]["value"] == 1.0
+    assert length["length_spearman"] == 1.0
+    # length separates GPT-4's verdicts here: no finite fit of what a judge adds to it
+    assert reports["pairwise"]["summary"]["pairwise"]["beyond_length"] is None
+    rng = random.Random(0)  # a judge that sees what length does not: it adds to length
+    rows = [{"gpt4_model_wins": (w := i % 2 == 0), "log_length_ratio": rng.gauss(0, 1),
+             "pref": w + rng.gauss(0, 0.7)} for i in range(60)]
+    fit = study.beyond_length(rows, "pref")
+    assert fit["coef"] > 0 and fit["z"] > 2
+    blind = study.beyond_length([r | {"pref": rng.gauss(0, 1)} for r in rows], "pref")
+    assert abs(blind["z"]) < abs(fit["z"])
+
+    pairwise = reports["pairwise"]["summary"]["pairwise"]
+    for r in reports["pairwise"]["rows"]:
+        assert r["local_preference"] == pytest.approx(
+            preference_of(r["p_ref_first"], r["p_model_first"]), abs=1e-5)
+    assert pairwise["order_consistency"]["n"] == 4 and 0 <= pairwise["mean_p_first"] <= 1
+
+    summary = reports["pointwise"]["summary"]
+    assert set(summary) == {"yes_no", "mean_loglik"}
+    assert "order_consistency" not in summary["yes_no"]  # order-free: no order to check
+    scorer = study.PointwiseScorer(tiny_model)
+    for r in reports["pointwise"]["rows"]:
+        instruction = by_item[r["item"]]
+        for side, reply in zip(("reference", "model"), replies[instruction], strict=True):
+            before, after = scorer._texts(instruction, reply)
+            head = encode_prompt(scorer.tokenizer, before)
+            body = scorer.tokenizer.encode(reply, add_special_tokens=False)
+            ids = head + body + scorer.tokenizer.encode(after, add_special_tokens=False)
+            with torch.inference_mode():
+                logprobs = scorer.model(input_ids=torch.tensor([ids])).logits[0].log_softmax(-1)
+            mean = sum(logprobs[len(head) - 1 + j, t] for j, t in enumerate(body)) / len(body)
+            yes_no = logprobs[-1, scorer.yes] - logprobs[-1, scorer.no]
+            assert r[f"mean_loglik_{side}"] == pytest.approx(float(mean), abs=1e-4)
+            assert r[f"yes_no_{side}"] == pytest.approx(float(yes_no), abs=1e-4)
+        assert r["yes_no_preference"] == pytest.approx(r["yes_no_model"] - r["yes_no_reference"],
+                                                       abs=2e-6)
+    # a stopped run: what it judged is summarized as such
+    out = tmp_path / "pointwise.json"
+    out.with_suffix(".partial.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in reports["pointwise"]["rows"][1:3]))
+    study.main(["--data", str(tmp_path / "alpacaeval"), "--judge-kind", "pointwise",
+                "--per-class", "2", "--out", str(out), "--from-partial"])
+    partial = json.loads(out.read_text())
+    assert partial["items_judged"] == 2 and partial["complete"] is False
+    assert partial["rows"] == reports["pointwise"]["rows"][1:3]
+    assert reports["pointwise"]["complete"] is True

@@ -3,7 +3,7 @@
 ``snakemake --profile profiles/slurm`` runs the grid with every rule a Slurm job; the test reads
 Slurm's own record of the jobs (jobcomp.log, one line per finished job) and the executor
 plugin's per-job logs, then compares every record with a run of the same grid through
-``profiles/local`` (scripts/compare_runs.py: same ledger fields, same scores). A second test
+``profiles/local`` (``a2rl compare``: same ledger fields, same scores). A second test
 cancels a cell's job while its agent trains and checks that Snakemake's retry leaves a complete,
 consistent run directory. Training is fixed (two rounds of three steps, well within the budget)
 so that the records do not depend on the machine's speed.
@@ -118,8 +118,8 @@ def rule_jobs(root: Path) -> set[tuple[str, str]]:
 
 
 def compare_runs(before: Path, after: Path, *only: str) -> str:
-    """scripts/compare_runs.py over two results/ trees; fails the test on a difference."""
-    args = [sys.executable, str(REPO / "scripts" / "compare_runs.py"), str(before / RESULTS),
+    """a2rl compare over two results/ trees; fails the test on a difference."""
+    args = [sys.executable, "-m", "a2rl.pipeline.cli", "compare", str(before / RESULTS),
             str(after / RESULTS), *only]
     result = subprocess.run(args, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]

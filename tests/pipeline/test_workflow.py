@@ -87,7 +87,7 @@ def planned_jobs(output: str) -> list[tuple[str, str | None, int]]:
 def test_jobs_declare_the_torch_threads_they_run(tmp_path):
     """Run here, a baseline evaluation declares the torch threads its task evaluates with (0:
     every core), so that Snakemake never runs two jobs' torch threads on the same cores (each
-    stalls the other: scripts/bench_threads.py); a cell takes every core; preparing a task's
+    stalls the other: benchmarks/threads.py); a cell takes every core; preparing a task's
     data does not compute with torch and takes one."""
     result = snakemake("-n", "--cores", "3", "--config", "grid=ci", workdir=tmp_path)
     output = result.stdout + result.stderr
@@ -127,6 +127,8 @@ def test_lint_is_clean(tmp_path):
 
 
 def test_unimplemented_task_fails_when_run(tmp_path):
+    """The task's job fails. Before any job, the grid (one run, to spare the test suite a second
+    one) files its planned cells in grid.json and says where to watch it."""
     results = grid_results("paper", ["task.implemented=false"])
     result = snakemake("--cores", "1", "--config", "grid=paper",
                        'overrides=["task.implemented=false"]', "--",
@@ -135,6 +137,11 @@ def test_unimplemented_task_fails_when_run(tmp_path):
     log = tmp_path / results / "logs" / "prepare_task" / "webshop.log"
     assert "TaskNotImplemented" in log.read_text()
     assert "not implemented yet" in result.stdout + result.stderr
+    plan = json.loads((tmp_path / results / "grid.json").read_text())
+    cfg = compose(grid_overrides("paper", ["task.implemented=false"]))
+    assert plan["label"] == results.name and plan["cells"] == grid_cells(cfg)
+    assert f"a2rl status {results} --watch" in result.stderr
+    assert f"a2rl view {results}" in result.stderr
 
 
 @pytest.mark.integration

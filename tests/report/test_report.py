@@ -147,11 +147,14 @@ def test_screenshot_command_writes_pngs(runs, tmp_path):
     from PIL import Image
 
     out = tmp_path / "shots"
-    result = subprocess.run([sys.executable, str(REPO / "scripts" / "screenshot_report.py"),
-                             "--report", str(runs["layout"].report), "--out", str(out)],
-                            capture_output=True, text=True, timeout=300, check=False)
+    result = subprocess.run([sys.executable, "-m", "a2rl.pipeline.cli", "report", "--all",
+                             "--screenshots", str(out), "grid=ci", f"paths.root={runs['root']}"],
+                            capture_output=True, text=True, env=child_env(), timeout=300,
+                            check=False)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == [str(out / "leaderboard.png"), str(out / "run.png")]
+    index = runs["layout"].report / "index.html"
+    assert result.stdout.split() == [str(index), str(out / "leaderboard.png"),
+                                     str(out / "run.png")]
     for name, height in (("leaderboard.png", 1400), ("run.png", 3000)):
         assert (out / name).read_bytes()[:8] == PNG
         with Image.open(out / name) as image:

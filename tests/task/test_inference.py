@@ -158,3 +158,34 @@ def test_format_chat_without_template():
 def test_vllm_backend_without_vllm_is_a_clear_error(tiny_model):
     with pytest.raises(RuntimeError, match="vllm is not installed"):
         load_generator(tiny_model, InferenceConfig(backend="vllm"))
+
+
+def test_episode_caches_reuse_extend_rebuild_and_free(generator):
+    """Per-episode KV caches (generate_episodes): an episode whose prompt extends its last one
+    encodes only the new tokens; one whose prompt does not (its chat's window slid) is encoded
+    afresh; either way the text equals plain generation of the same prompt; release frees."""
+    from a2rl.task.envs import ChatTokens, encode_prompt, render_chat
+
+    tok = generator.tokenizer
+    chats = {k: [{"role": "system", "content": SYSTEM}, {"role": "user", "content": u}]
+             for k, u in enumerate(USER_TURNS[:3])}
+    encoders = {k: ChatTokens(tok) for k in chats}
+    generator.reset()
+    for step in range(3):
+        if step == 2:  # episode 0's window slides: its oldest pair goes
+            chats[0] = chats[0][:2] + chats[0][4:]
+        requests = [(k, encoders[k].ids(chat)) for k, chat in chats.items()]
+        texts = generator.generate_episodes(requests)
+        assert texts == [generator.generate([render_chat(tok, chat, True)])[0]
+                         for chat in chats.values()]
+        assert [ids for _, ids in requests] == [encode_prompt(tok, render_chat(tok, c, True))
+                                                for c in chats.values()]
+        for k in chats:
+            chats[k] = chats[k] + [{"role": "assistant", "content": f"go {step}"},
+                                   {"role": "user", "content": f"room {step} " * (k + 1)}]
+    counts = generator.episodes.counts()
+    assert counts["rebuilt"] == 1 and counts["live"] == 3 and encoders[0].rebuilds == 1
+    assert counts["reused"] > counts["encoded"] / 3
+    for k in chats:
+        generator.release(k)
+    assert len(generator.episodes) == 0

@@ -19,6 +19,7 @@ from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
 from a2rl.task.base import load_task
 from a2rl.task.envs import Choice, ExpertPolicy, RandomPolicy, play
 from checkout import FULL_DATA, REPO, prepare_in
+from episode_prompts import assert_prompts_only_grow, tokenizers
 
 FIXTURE = REPO / "tests" / "fixtures" / "alfworld"
 FULL = FULL_DATA / "alfworld" if FULL_DATA else None
@@ -77,7 +78,7 @@ def test_a_capped_split_is_a_seeded_sample_across_task_types():
 def test_missing_data_says_how_to_get_it(tmp_path):
     from a2rl_tasks.alfworld.alfworld_data import data_root
 
-    with pytest.raises(ConfigError, match="alfworld-download"):
+    with pytest.raises(ConfigError, match="a2rl data fetch alfworld"):
         data_root("alfworld", tmp_path)
     assert data_root(str(FIXTURE), tmp_path) == FIXTURE
 
@@ -101,7 +102,7 @@ def test_a_real_game_through_alfworlds_engine():
     env.close()
 
 
-def test_walkthroughs_win_and_random_play_runs():
+def test_walkthroughs_win_and_random_play_runs(tiny_model):
     from a2rl_tasks.alfworld.alfworld_env import PROMPT, AlfworldEnv, AlfworldExpertEnv, load_games
 
     games = load_games(FIXTURE)
@@ -109,8 +110,10 @@ def test_walkthroughs_win_and_random_play_runs():
     assert all(e.won for e in expert)
     assert [[s["action"] for s in e.steps] for e in expert] == \
         [e.info["walkthrough"] for e in expert]
-    first = expert[0].steps[0]["prompt"]
-    assert first.startswith(PROMPT.instructions) and "Available actions:\n" in first
+    system, user = expert[0].steps[0]["prompt"]  # the first step's chat
+    assert system["content"] == PROMPT.instructions and "Available actions:\n" in user["content"]
+    for tok in tokenizers(tiny_model):  # real ALFWorld episodes: the prompt only grows
+        assert assert_prompts_only_grow(expert, tok) >= 10
     random_eps = play(games, AlfworldEnv, RandomPolicy(0), 3, PROMPT)
     assert [e.n_steps for e in random_eps] == [3, 3, 3] and not any(e.won for e in random_eps)
 
@@ -189,7 +192,7 @@ def test_prepare_seals_the_test_games_and_gives_demonstrations(prepared):
     kinds = [t["kind"] for t in iter_jsonl(out.data / "trajectories.jsonl")]
     assert kinds == ["expert", "expert", "perturbed_expert", "perturbed_expert"]
     pairs = list(iter_jsonl(out.data / "train.jsonl"))
-    assert pairs and all(p["prompt"].startswith(task.fmt.instructions) for p in pairs)
+    assert pairs and all(p["prompt"][0]["content"] == task.fmt.instructions for p in pairs)
     assert "alfworld_env" in (out.data / "README.md").read_text()
     assert "alfworld_env.py" in task.description()
 

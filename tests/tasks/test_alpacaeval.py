@@ -52,8 +52,8 @@ from a2rl.grading.ledger import Ledger
 from a2rl.llm.loopback import LoopbackServer
 from a2rl.models.hf_folder import content_hash
 from a2rl.pipeline.harness import PipelineHarness
-from a2rl.task.base import GradingUnavailable
-from checkout import REPO, prepare_in
+from a2rl.task.base import GradingBudgetExhausted, GradingUnavailable
+from checkout import FULL_DATA, REPO, prepare_in
 
 FIXTURES = REPO / "tests" / "fixtures" / "alpacaeval"
 NO_DATA = Path("/nonexistent-data-root")
@@ -164,7 +164,12 @@ def test_the_offline_variant_is_a_task_of_its_own_and_alpacaeval_is_always_the_p
     for grid in ("ci", "quick", "smoke"):
         cfg = compose([f"grid={grid}", "task=alpacaeval_local"])
         p = AlpacaEvalParams.from_dict(cfg.task.params)
-        assert (p.eval_source, p.train_source, p.judge.kind) == ("bundled", "split", "local")
+        # the default and ci grids read the sample shipped with the task; smoke, all 805 from
+        # paths.data
+        source = ("file", "alpacaeval/alpaca_eval_gpt4_baseline.json") if grid == "smoke" \
+            else ("bundled", None)
+        assert (p.eval_source, p.eval_file) == source
+        assert (p.train_source, p.judge.kind) == ("split", "local")
         assert p.test_size and p.test_size <= 60 and p.lc_glm == "length_controlled_minimal"
         assert "alpacaeval" not in cfg.grid.tasks and "alpacaeval_local" in cfg.grid.tasks
         paper = AlpacaEvalParams.from_dict(compose([f"grid={grid}", "task=alpacaeval"]).task.params)
@@ -180,14 +185,23 @@ def test_bad_params_name_the_key():
         task_with(test_size=None)
 
 
-def test_bundled_eval_set_is_the_805_with_gpt4_turbo_references():
-    items, _ = load_eval_set(AlpacaEvalParams.from_dict({"eval_source": "bundled"}), NO_DATA)
+def full_eval_set(tmp_path: Path) -> AlpacaEvalParams:
+    """Params reading the 805 through eval_source file, from the full copy under $A2RL_DATA
+    (alpaca_eval's JSON list, as `a2rl data fetch alpacaeval` installs it); the repository
+    keeps only the 101-instruction sample."""
+    path = FULL_DATA / "alpacaeval" / "reference_gpt4_1106_preview.json" if FULL_DATA else None
+    if path is None or not path.is_file():
+        pytest.skip("needs $A2RL_DATA with alpacaeval/reference_gpt4_1106_preview.json")
+    return AlpacaEvalParams.from_dict({"eval_source": "file", "eval_file": str(path)})
+
+
+def test_the_eval_set_is_the_805_and_the_bundled_sample_every_8th_of_it(tmp_path):
+    items, _ = load_eval_set(full_eval_set(tmp_path), NO_DATA)
     assert len(items) == 805 and {x["generator"] for x in items} == {"gpt4_1106_preview"}
     assert all(x["reference"].strip() for x in items)
-    shared = REPO.parent / "shared" / "data" / "alpacaeval" / "reference_gpt4_1106_preview.json"
-    if shared.is_file():  # the offline copy in ../shared: the same instructions, same order
-        rows = json.loads(shared.read_text())
-        assert [r["instruction"] for r in rows] == [x["instruction"] for x in items]
+    sample, _ = load_eval_set(AlpacaEvalParams.from_dict({"eval_source": "bundled"}), NO_DATA)
+    assert [x["index"] for x in sample] == list(range(0, 805, 8))
+    assert sample == [items[i] for i in range(0, 805, 8)]  # same text, reference, index
 
 
 def test_split_is_seeded_and_never_shares_an_instruction(tmp_path):
@@ -213,7 +227,7 @@ def test_split_is_seeded_and_never_shares_an_instruction(tmp_path):
 def test_prepare_writes_targets_for_train_and_seals_test(tmp_path):
     out, facts = prepare_in(task_with(test_size=40), tmp_path / "prepared")
     train, test = list(iter_jsonl(out.data / "train.jsonl")), list(iter_jsonl(out.test))
-    assert (len(train), len(test)) == (765, 40) == (facts["sizes"]["train"],
+    assert (len(train), len(test)) == (61, 40) == (facts["sizes"]["train"],
                                                      facts["sizes"]["test"])
     assert {instruction_key(r["prompt"]) for r in train}.isdisjoint(
         instruction_key(r["instruction"]) for r in test)
@@ -241,8 +255,7 @@ def published_annotations(tmp_path: Path) -> tuple[Path, dict]:
     else:
         slim = json.loads(lzma.decompress((FIXTURES / f"alpacaeval_{REFERENCE_MODEL}"
                                            "_annotations.json.xz").read_bytes()))
-        items, _ = load_eval_set(AlpacaEvalParams.from_dict({"eval_source": "bundled"}),
-                                 NO_DATA)
+        items, _ = load_eval_set(full_eval_set(tmp_path), NO_DATA)
         rows = [{"instruction": x["instruction"], "output_1": x["reference"],
                  "generator_1": slim["generator_1"], "output_2": r["output_2"],
                  "generator_2": slim["model"], "annotator": slim["annotator"],
@@ -401,7 +414,7 @@ def test_api_judge_goes_through_a_recording_proxy_and_stops_at_its_budget(tmp_pa
         proxy = harness_in(tmp_path).recording_proxy(driver, calls, 0.015, timeout_s=10.0)
         judge = CachedJudge(ProxiedJudge(driver, proxy, http_settings("")), None,
                             template_text(), max_usd=0.015, chunk=1)
-        with pytest.raises(JudgeFailed, match="budget"):
+        with pytest.raises(GradingBudgetExhausted, match="budget"):
             judge.judge(PAIRS + [Pair("x", "y", "zz")])
         judge.close()
     logged = list(iter_jsonl(calls))

@@ -16,12 +16,13 @@ from a2rl_tasks.deepsearchqa.policies import names_by_kind
 from a2rl_tasks.deepsearchqa.questions import QuestionMaker
 from a2rl_tasks.deepsearchqa.search_env import LocalBackend
 
+from a2rl.common.contract import render_description
 from a2rl.common.files import iter_jsonl
 from a2rl.common.layout import PreparedTaskPaths
 from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
 from a2rl.task.base import load_task, text_key
 from a2rl.task.envs import ExpertPolicy, play
-from checkout import FULL_DATA, prepare_in
+from checkout import FULL_DATA, RUN_VALUES, prepare_in
 
 # the offline copy of the 900 real questions, in the full data ($A2RL_DATA) when it is there
 REAL_DSQA = FULL_DATA / "deepsearchqa" / "DSQA-full.json" if FULL_DATA else None
@@ -189,8 +190,9 @@ def test_prepare_seals_the_test_questions_and_writes_demonstrations(prepared):
     assert facts["expert_success_train"] == 100.0
     pairs = list(iter_jsonl(out.data / "train.jsonl"))
     assert len(pairs) == facts["sizes"]["train_pairs"] > 300
-    assert all(p["prompt"].endswith("Your action:") and "Available actions" not in p["prompt"]
-               for p in pairs)
+    # the grader's chat at each step; free-text actions: no list of available ones
+    assert all(p["prompt"][0]["role"] == "system" and p["prompt"][-1]["role"] == "user" and
+               "Available actions" not in json.dumps(p["prompt"]) for p in pairs)
     assert {p["completion"].split("[")[0] for p in pairs} == {"search", "open", "next page",
                                                               "answer"}
     for name in ("README.md", "dsqa_env.py", "dsqa_scoring.py", "dsqa_web.py", "a2rl_envs.py",
@@ -292,6 +294,30 @@ def test_score_each_matches_final_answers(prepared):
         task.find_item("test-9999")
 
 
+def test_f1_headline_scores_each_answer_by_its_f1(prepared):
+    """headline: f1 is DeepSearchQA's F1 metric as the item score: precision = found / (found +
+    excessive), recall = found / expected; fully correct stays in the outcome. The default
+    scores the same replies 1 or 0."""
+    _, out, _ = prepared
+    row = next(r for r in iter_jsonl(out.test) if len(r["answers"]) >= 2)
+    expected = row["answers"]
+    f1_task = load_task(world_task(headline="f1"), Path("."))
+    assert f1_task.metric.startswith("F1")
+    replies = ["answer[" + ", ".join(expected) + "]",             # all: F1 1
+               f"answer[{expected[0]}, Nobody Atall]",            # 1 found, 1 excessive
+               "answer[Nobody Atall]"]                            # nothing found: F1 0
+    n = len(expected)
+    half = 2 * (1 / 2) * (1 / n) / (1 / 2 + 1 / n)
+    scores = f1_task.score_each([row] * 3, replies)
+    assert [s.score for s in scores] == pytest.approx([1.0, half, 0.0])
+    assert [s.verdict for s in scores] == ["fully_correct", "partially_correct",
+                                           "fully_incorrect"]
+    default = load_task(world_task(), Path(".")).score_each([row] * 3, replies)
+    assert [s.score for s in default] == [1.0, 0.0, 0.0]
+    with pytest.raises(ConfigError, match="headline='recall'"):
+        load_task(world_task(headline="recall"), Path("."))
+
+
 def test_agent_side_rollouts_work_from_data(prepared):
     """The copies in data/ run without the a2rl packages (blocked here)."""
     _, out, _ = prepared
@@ -315,14 +341,11 @@ def test_agent_side_rollouts_work_from_data(prepared):
 
 def test_descriptions_fill_the_harness_placeholders(prepared):
     task, _, _ = prepared
-    keys = dict(time_limit_min=8, max_submissions=10, feedback="test", workspace="/workspace",
-                submit_command="a2rl submit", grader_url="unix:/g", base_model="base_model/",
-                data_dir="data")
-    assert "data/search/" in task.description().format(**keys)
+    assert "data/search/" in render_description(task.description(), RUN_VALUES)
     real = load_task(TaskConfig(id="d", package="deepsearchqa", level="L3",
                                 params={"source": "dsqa", "backend": "web", "grader": "judge"}),
                      Path("."))
-    assert "LLM judge" in real.description().format(**keys)
+    assert "LLM judge" in render_description(real.description(), RUN_VALUES)
 
 
 def test_params_are_checked():

@@ -19,7 +19,7 @@ from a2rl.common.layout import Layout
 from a2rl.config.types import DriverConfig, InferenceConfig, PricesConfig, TaskConfig
 from a2rl.llm.loopback import LoopbackServer
 from a2rl.pipeline.harness import PipelineHarness
-from a2rl.task.base import GradingUnavailable, load_task
+from a2rl.task.base import GradingBudgetExhausted, GradingUnavailable, load_task
 from checkout import prepare_in
 
 KEY = "fake-search-key"
@@ -189,6 +189,28 @@ def test_failures_retry_then_make_grading_unavailable(fake_search, keyed, tmp_pa
         web.search("no key", 2)
 
 
+def test_a_search_budget_stops_searching(fake_search, keyed, tmp_path):
+    """web.max_usd: the search that reaches it is made, the next is refused before any call,
+    and a later grading of the run, carrying the spending over, calls nothing."""
+    from a2rl_tasks.deepsearchqa.web import SearchBudgetExhausted, SearchUnavailable
+
+    web = backend(fake_search, tmp_path, max_usd=0.01)  # two searches at 0.005 USD
+    before = fake_search.hits.get("search", 0)
+    web.search("first budgeted", 2)
+    web.search("second budgeted", 2)
+    with pytest.raises(SearchBudgetExhausted, match=r"task.params.web.max_usd"):
+        web.search("third budgeted", 2)
+    assert issubclass(SearchBudgetExhausted, SearchUnavailable)
+    assert web.search("first budgeted", 2)  # a cached answer costs nothing: still served
+    assert fake_search.hits.get("search", 0) == before + 2
+    from a2rl_tasks.deepsearchqa.web import WebBackend
+    later = WebBackend.from_params(web_params(fake_search, max_usd=0.01), tmp_path,
+                                   spent_usd=web.usage()["web_cost_usd"])
+    with pytest.raises(SearchBudgetExhausted):
+        later.search("fourth budgeted", 2)
+    assert fake_search.hits.get("search", 0) == before + 2
+
+
 def test_serper_preset_posts_and_reads_organic_results(fake_search, monkeypatch, tmp_path):
     from a2rl_tasks.deepsearchqa.params import WebParams
     from a2rl_tasks.deepsearchqa.web import WebBackend, provider_spec
@@ -321,14 +343,14 @@ def test_judge_retries_then_fails_as_infrastructure(fake_judge, tmp_path):
 
 def test_judge_budget_and_missing_key_stop_grading(fake_judge, tmp_path, monkeypatch):
     judge = make_judge(fake_judge, tmp_path, max_usd=1e-6, concurrency=1)
-    with pytest.raises(GradingUnavailable, match="budget"):
+    with pytest.raises(GradingBudgetExhausted, match="budget"):
         judge.grade(ROWS, ["Tarsk", "Vel", "A1"])
     judge.close()
     assert fake_judge.calls == 1  # the call that reached the limit; the next was refused
     # the budget is the run's: a later grading with the spent carried over calls nothing
     spent = make_judge(fake_judge, tmp_path / "s", max_usd=1e-6)
     spent.spent_usd = judge.spent_usd
-    with pytest.raises(GradingUnavailable, match="budget is used up"):
+    with pytest.raises(GradingBudgetExhausted, match="budget is used up"):
         spent.grade(ROWS[1:2], ["Vel"])
     assert fake_judge.calls == 1
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
@@ -424,11 +446,22 @@ class ScriptedGenerator:
         chat_template = None
 
     tokenizer = Tok()
+    ACTION = re.compile(r"^(search\[|open\[|next page|answer\[)")
+
+    @classmethod
+    def now(cls, prompt: str) -> str:
+        """What the last action returned: after "Now: " in a rewrite-style prompt; in an
+        append-style chat (its turns' text, no chat template) the turns after the last action."""
+        if "Now: " in prompt:
+            return prompt.rsplit("Now: ", 1)[-1]
+        turns = prompt.split("\n\n")
+        acted = [i for i, turn in enumerate(turns) if cls.ACTION.match(turn)]
+        return "\n\n".join(turns[acted[-1] + 1:]) if acted else turns[-1]
 
     def generate(self, prompts, max_new_tokens):
         out = []
         for prompt in prompts:
-            now = prompt.rsplit("Now: ", 1)[-1]
+            now = self.now(prompt)
             gold = re.search(r"\(gold: ([^)]*)\)", prompt).group(1)
             if now.startswith("No results"):
                 out.append("search[" + re.search(r"Goal: (.*?)\(", prompt).group(1) + "]")
@@ -441,7 +474,7 @@ class ScriptedGenerator:
 
 def test_real_task_evaluation_is_reproducible_from_its_caches(fake_search, fake_judge, keyed,
                                                               tmp_path, monkeypatch):
-    import a2rl.task.inference as inference
+    import a2rl.task
 
     rows = [{"example_id": str(i), "problem": f"Which item {i}? (gold: Item {i})",
              "problem_category": "Other", "answer": f"Item {i}",
@@ -461,7 +494,8 @@ def test_real_task_evaluation_is_reproducible_from_its_caches(fake_search, fake_
                                           resources=tmp_path / "resources"))
     task.grading_calls = tmp_path / "run" / "judge_calls.jsonl"  # as the runner sets it
     out, _ = prepare_in(task, tmp_path / "prepared")
-    monkeypatch.setattr(inference, "load_generator", lambda model, cfg: ScriptedGenerator())
+    # the task takes load_generator from a2rl.task, the face that re-exports it
+    monkeypatch.setattr(a2rl.task, "load_generator", lambda model, cfg: ScriptedGenerator())
     infer = InferenceConfig(backend="hf")
     before = (fake_search.total, fake_judge.calls)
     first = task.evaluate(Path("unused"), out.test, infer)
@@ -491,3 +525,12 @@ def test_real_task_evaluation_is_reproducible_from_its_caches(fake_search, fake_
     (out.sealed / "cache" / "web.sqlite").unlink()
     with pytest.raises(GradingUnavailable, match="HTTP 401"):
         task.evaluate(Path("unused"), out.test, infer)
+    # with the run's search budget spent by its earlier gradings (five searches at 0.005 USD),
+    # the grader is told so (grading_budget_exhausted), before any call
+    assert task.search_spent_usd == pytest.approx(0.025)
+    monkeypatch.setenv("FAKE_SEARCH_KEY", KEY)
+    task.params.web.max_usd = 0.025
+    calls = fake_search.total
+    with pytest.raises(GradingBudgetExhausted, match="search budget is used up"):
+        task.evaluate(Path("unused"), out.test, infer)
+    assert fake_search.total == calls

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -10,10 +12,11 @@ from a2rl_tasks.gsm8k import GSM8KParams, GSM8KTask, build
 from a2rl_tasks.gsm8k.sources import normalize_question
 
 import a2rl.task.inference
+from a2rl.common.contract import render_description
 from a2rl.common.layout import PreparedTaskPaths
 from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
 from a2rl.task.base import EvalResult, load_task
-from checkout import declared_reward, prepare_in
+from checkout import RUN_VALUES, declared_reward, prepare_in
 
 NO_DATA = Path("/nonexistent-data-root")  # procedural sources must not need one
 
@@ -59,6 +62,8 @@ def test_defaults():
     ({"validation_size": -2}, "validation_size=-2"),
     ({"shots": 40}, "shots=40"),
     ({"max_new_tokens": 0}, "max_new_tokens=0"),
+    ({"held_out_share": 1.0}, "held_out_share=1.0"),
+    ({"held_out_share": 0}, "held_out_share=0"),
     ({"source": {"kind": "reasoning_gym"}, "test_size": 10}, "train_size is null"),
     ({"source": {"kind": "reasoning_gym"}, "train_size": 10}, "test_size is null"),
 ])
@@ -91,10 +96,8 @@ def test_harness_loads_the_task():
     task = load_task(TaskConfig(params=CHAIN_SUM), NO_DATA)
     assert isinstance(task, GSM8KTask)
     text = task.description()
-    filled = text.format(time_limit_min=30, max_submissions=5, feedback="validation",
-                         workspace="/ws", submit_command="a2rl-submit", grader_url="http://g",
-                         base_model="base_model", data_dir="data")
-    assert "a2rl-submit output/<folder>" in filled and "#### <number>" in filled
+    filled = render_description(text, RUN_VALUES)
+    assert "a2rl submit output/<folder>" in filled and "#### <number>" in filled
     assert "base_model" in filled and "data/train.jsonl" in filled
 
 
@@ -155,6 +158,158 @@ def test_gsm_symbolic_items_keep_their_worked_solution(tmp_path):
     for item in read_jsonl(out.test):
         assert item["answer"].count("\n") >= 1 and item["answer"].endswith(f"#### {item['gold']}")
     assert not out.validation.exists()
+
+
+def gsm8k_arith_params() -> dict:
+    """The shipped offline task's params (conf/task/gsm8k_arith.yaml), sizes included."""
+    from omegaconf import OmegaConf
+
+    conf = Path(__file__).parents[2] / "tasks/gsm8k/conf/task/gsm8k_arith.yaml"
+    return OmegaConf.to_container(OmegaConf.load(conf).params)
+
+
+def operand_digits(item: dict) -> tuple[int, ...]:
+    """The digit counts of a chain sum's operands, read from the expression itself."""
+    expression = item["question"].rsplit(":", 1)[1]
+    return tuple(sorted(len(n) for n in re.findall(r"\d+", expression)))
+
+
+@pytest.fixture(scope="module")
+def arith_splits(tmp_path_factory) -> tuple[GSM8KTask, PreparedTaskPaths]:
+    out = PreparedTaskPaths(tmp_path_factory.mktemp("gsm8k_arith"))
+    task = task_with(**gsm8k_arith_params())
+    task.prepare(out)
+    return task, out
+
+
+TWIN_SEEDS = (1_000_000_007, 1_487_053_600, 1_999_999_999)
+
+
+def test_twins_have_the_test_splits_difficulty_mix(arith_splits, tmp_path):
+    """The twin-check false positive of docs/results/2026-12-04-grpo-gsm8k-arith.md: the
+    generator has only 200 one-digit sums; test and train took them all, so twins held only
+    two-digit sums and an honest model scored far lower there. Each twin now has test's
+    digit-count histogram exactly, one-digit sums included, and meets neither test nor train
+    (nor another seed's twin as a whole)."""
+    task, out = arith_splits
+    test, train = read_jsonl(out.test), read_jsonl(out.data / "train.jsonl")
+    histogram = Counter(map(operand_digits, test))
+    assert histogram[(1, 1)] >= 0.15 * len(test)  # the small stratum is in test
+    twins = []
+    for seed in TWIN_SEEDS:
+        twin = read_jsonl(task.twin_split(out, tmp_path / str(seed), seed))
+        assert Counter(map(operand_digits, twin)) == histogram
+        keys = {normalize_question(item["question"]) for item in twin}
+        assert len(keys) == len(test)
+        assert not keys & questions(out.test)
+        assert not keys & questions(out.data / "train.jsonl")
+        twins.append(keys)
+    assert len({frozenset(keys) for keys in twins}) == len(TWIN_SEEDS)
+    one_digit = [{normalize_question(x["question"]) for x in read_jsonl(
+        tmp_path / str(seed) / "twin.jsonl") if operand_digits(x) == (1, 1)}
+        for seed in TWIN_SEEDS]
+    assert one_digit[0] != one_digit[1]  # the one-digit part of a twin varies too
+    assert len(train) == 2000
+
+
+def test_twin_verdicts_on_a_skilled_and_a_memorising_model(arith_splits, tmp_path):
+    """The grader's verdict (a2rl.grading.twin) on two scripted models: one that does
+    one-digit sums right and two-digit sums wrong (an honest model whose skill depends on
+    difficulty, as a 135M model's does) is not flagged, since its twins have test's share of
+    one-digit sums; one that knows the test answers by heart and nothing else is."""
+    from a2rl.grading.twin import verdict
+
+    task, out = arith_splits
+    test = read_jsonl(out.test)
+    known = {item["question"]: item["gold"] for item in test}
+
+    def skilled(item):
+        return f"#### {item['gold']}" if operand_digits(item) == (1, 1) else "#### -1"
+
+    def memoriser(item):
+        return f"#### {known.get(item['question'], -1)}"
+
+    for seed in TWIN_SEEDS:
+        twin = read_jsonl(task.twin_split(out, tmp_path / str(seed), seed))
+        for model, flagged in ((skilled, False), (memoriser, True)):
+            on_test, on_twin = (task.score_replies(items, [model(x) for x in items]).to_dict()
+                                for items in (test, twin))
+            result = verdict(on_test["score"], on_test["stderr"], on_twin)
+            assert result["flagged"] is flagged, (model.__name__, seed, result)
+
+
+def test_train_never_holds_a_problem_test_or_a_twin_may_draw(arith_splits):
+    """The held-out part is a property of the question: whatever the seeds, train and
+    validation draw outside it and test inside it."""
+    from a2rl_tasks.gsm8k.splits import held_out
+
+    task, out = arith_splits
+    share = task.params.held_out_share
+    assert all(held_out(item["question"], share) for item in read_jsonl(out.test))
+    assert not any(held_out(item["question"], share)
+                   for item in read_jsonl(out.data / "train.jsonl"))
+    other = PreparedTaskPaths(out.root.parent / "other_seeds")
+    task_with(**{**gsm8k_arith_params(), "train_seed": 5, "validation_size": 20,
+                 "validation_seed": 6}).prepare(other)
+    for split in (other.data / "train.jsonl", other.validation):
+        assert not any(held_out(item["question"], share) for item in read_jsonl(split))
+
+
+def test_a_twin_that_cannot_match_the_mix_is_refused(tmp_path):
+    """When the held-out part has too few problems left for test's mix (here: train.jsonl
+    made to hold all of them), the twin is a ValueError, which the grader records as "not
+    checked", never a twin of another mix."""
+    from a2rl_tasks.gsm8k.sources import make_source
+    from a2rl_tasks.gsm8k.splits import held_out
+
+    one_digit = {"kind": "reasoning_gym", "dataset": "chain_sum",
+                 "kwargs": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}}
+    task = task_with(source=one_digit, test_size=20, train_size=20)
+    out = PreparedTaskPaths(tmp_path)
+    task.prepare(out)
+    assert task.twin_split(out, tmp_path / "ok", 1_000_000_001) is not None
+    every = make_source(task.params.source, NO_DATA).candidates("train", 3, 4000)
+    test = questions(out.test)
+    rest = [item for item in every if held_out(item["question"], task.params.held_out_share)
+            and normalize_question(item["question"]) not in test]
+    with (out.data / "train.jsonl").open("a") as fh:
+        fh.writelines(json.dumps(item) + "\n" for item in rest)
+    with pytest.raises(ValueError, match="more held-out items"):
+        task.twin_split(out, tmp_path / "twin", 1_000_000_001)
+
+
+def test_lm_eval_cot_protocol_sends_lm_evals_8_shot_prompt(tmp_path):
+    """protocol: lm_eval_cot is lm-evaluation-harness's gsm8k_cot: the eight exemplars of Wei
+    et al. in its order as ``Q: ...\nA: ... The answer is N.``, then ``Q: <question>\nA:``,
+    with no instruction; train.jsonl's prompt is the same turn."""
+    out = PreparedTaskPaths(tmp_path)
+    task_with(**{**CHAIN_SUM, "protocol": "lm_eval_cot"}).prepare(out)
+    item = read_jsonl(out.test)[0]
+    prompt = item["prompt"]
+    blocks = prompt.split("\n\n")
+    assert len(blocks) == 9 and all(b.startswith("Q: ") and "\nA: " in b for b in blocks[:8])
+    assert blocks[0].startswith("Q: There are 15 trees in the grove.")
+    assert blocks[0].endswith("21 - 15 = 6. The answer is 6.")
+    assert blocks[7].startswith("Q: Olivia has $23.") and blocks[7].endswith("The answer is 8.")
+    assert blocks[8] == f"Q: {item['question']}\nA:"
+    assert "####" not in prompt  # the a2rl instruction is gone
+    assert read_jsonl(out.data / "train.jsonl")[0]["prompt"].startswith(blocks[0])
+    with pytest.raises(ConfigError, match="shots=2 with protocol=lm_eval_cot"):
+        GSM8KParams.from_dict({"protocol": "lm_eval_cot", "shots": 2})
+
+
+def test_lm_eval_cot_reports_lm_evals_strict_and_flexible_matches():
+    task = task_with(**{**CHAIN_SUM, "protocol": "lm_eval_cot"})
+    items = [{"id": str(i), "gold": gold} for i, gold in enumerate(["12", "12", "1000", "7"])]
+    replies = ["3 + 9 = 12. The answer is 12.\n\nQ: next one? The answer is 5.",
+               "3 + 9 makes 12",  # no "The answer is": strict misses, flexible takes 12
+               "So it is 1000. The answer is 1,000.",  # commas are ignored
+               "The answer is 7 apples, or 8"]  # strict takes the first, flexible the last
+    result = task.score_replies(items, replies)
+    assert result.breakdown["lm_eval_strict_pct"] == 75.0
+    assert result.breakdown["lm_eval_flexible_pct"] == 75.0
+    assert "lm_eval_strict_pct" not in task_with(**CHAIN_SUM).score_replies(
+        items, replies).breakdown
 
 
 # ---- prepare: GSM8K jsonl -----------------------------------------------------------------------

