@@ -5,6 +5,8 @@
 #   snakemake -n --config grid=paper                (plan only)
 #   snakemake --cores all --config grid=smoke overrides='["task.params.test_size=50"]'
 # The configuration comes from conf/ through Hydra (see workflow/rules/common.smk).
+# While it runs: `a2rl status results/<label> --watch` and `a2rl view results/<label>` (it
+# prints both as it starts; docs/reports.md).
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -15,6 +17,11 @@ include: "workflow/rules/prepare.smk"
 include: "workflow/rules/grade.smk"
 include: "workflow/rules/run.smk"
 include: "workflow/rules/report.smk"
+
+
+# the cells as planned (results/<label>/grid.json) and where to look while the grid runs
+onstart:
+    start_grid()
 
 
 # every cell's outputs (final grade, summary, selected model: run_cell) are the

@@ -10,8 +10,10 @@
 # config's one definition) and the reference agents' settings by theirs
 # (a2rl.pipeline.agent_settings); checked configs are cached in .snakemake/ (see
 # a2rl.pipeline.plancache). Each task, agent and driver the grid names is composed too, so a
-# missing conf/ option or a bad setting fails here. Planning never imports a task's code: a
-# task with implemented: false is planned like any other and fails when prepare_task runs.
+# missing conf/ option or a bad setting fails here. Planning imports a task's code for one
+# question only, which data files it reads (Task.data_files): a grid whose data is missing fails
+# here with the `a2rl data fetch` command that gets it (a dry run warns and plans on). A task
+# with implemented: false is planned like any other and fails when prepare_task runs.
 #
 # Every job composes its own cell again from the same overrides (params.overrides), so a rule
 # sees exactly the config `a2rl stage NAME <overrides>` would.
@@ -22,13 +24,16 @@ import functools
 import os
 import re
 import shlex
+import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
 # scripts run in child processes; they compose from the conf/ next to this Snakefile
 os.environ.setdefault("A2RL_CONF", str(Path(workflow.basedir) / "conf"))
 
-from a2rl.config.compose import (
+from a2rl.common import Layout, cell_path
+from a2rl.config import (
+    DEFAULT_GRID,
     cell_overrides,
     composing,
     grid_cells,
@@ -36,10 +41,8 @@ from a2rl.config.compose import (
     grid_overrides,
     task_overrides,
 )
-from a2rl.common.layout import Layout, cell_path
-from a2rl.config.types import DEFAULT_GRID
-from a2rl.pipeline.plancache import ComposeCache
-from a2rl.pipeline.resources import check_agent_sizing, resource_keys, rule_resources
+from a2rl.data import grid_data_problems
+from a2rl.pipeline import ComposeCache, check_agent_sizing, resource_keys, rule_resources
 
 
 def as_override_list(value):
@@ -122,6 +125,19 @@ BASELINE = PATHS.baseline("{task}")
 
 TASK_CFG = _OPTIONS["task"]
 AGENT_CFG = _OPTIONS["agent"]
+
+# a task whose data is missing stops the run before any job starts (onstart, which a dry run
+# skips), with the command that gets it, instead of its prepare job failing later; snakemake -n
+# plans a grid on a machine without its data and warns
+_DATA_PROBLEMS = grid_data_problems(TASK_CFG.values())
+if _DATA_PROBLEMS:
+    _MISSING = "the grid's task data is missing:\n  " + "\n  ".join(_DATA_PROBLEMS)
+    print(f"warning: {_MISSING}\n(a run stops before its first job)", file=sys.stderr)
+
+
+onstart:
+    if _DATA_PROBLEMS:
+        raise ValueError(_MISSING)
 
 # base models: one folder per model name, shared by the tasks that use it
 MODEL_OF_TASK = {task: cfg.task.model.name for task, cfg in TASK_CFG.items()}
@@ -247,8 +263,17 @@ def evaluation_threads(wildcards):
     """A baseline evaluation's threads, run here: the torch threads it computes with (the task's
     inference.torch_threads; 0, torch's default, is every core). Declared, they keep Snakemake
     from running two jobs' torch threads on the same cores, where each stalls at every parallel
-    step waiting for its threads the other has pushed off (scripts/bench_threads.py). On a
+    step waiting for its threads the other has pushed off (benchmarks/threads.py). On a
     cluster its CPUs."""
     if not workflow.local_exec:
         return cluster_cpus("measure_baseline", wildcards)
     return TASK_CFG[wildcards.task].task.inference.torch_threads or workflow.cores
+
+
+def start_grid():
+    """As the grid starts (onstart, Snakefile): grid.json, the cells as planned, for
+    `a2rl status` and `a2rl view`, and where to look while it runs."""
+    from a2rl.analysis import where_to_look, write_plan
+
+    write_plan(GRID_RESULTS, GRID_LABEL, GRID, _USER_OVERRIDES, CELLS)
+    print(where_to_look(GRID_RESULTS), file=sys.stderr, flush=True)

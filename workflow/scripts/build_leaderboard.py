@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from a2rl.pipeline.cli import run_leaderboard
+from a2rl.pipeline import run_leaderboard
 
 run_leaderboard(snakemake.params.overrides,  # noqa: F821 (set by Snakemake)
                 [Path(summary).parent for summary in snakemake.input.summaries],  # noqa: F821

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from a2rl.pipeline.cli import run_report
+from a2rl.pipeline import run_report
 
 run_report(snakemake.params.overrides,  # noqa: F821 (set by Snakemake)
            [Path(summary).parent for summary in snakemake.input.summaries],  # noqa: F821

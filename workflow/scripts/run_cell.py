@@ -4,7 +4,7 @@ after it run again) and runs the agent again only after a harness failure (infra
 
 from pathlib import Path
 
-from a2rl.pipeline.cell import run_cell
+from a2rl.pipeline import run_cell
 
 job = snakemake  # noqa: F821 (set by Snakemake)
 run_cell(job.params.overrides, Path(job.params.run_json), job.input,

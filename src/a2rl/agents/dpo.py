@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from plan import deadline, run_round, submit, submit_base_model
+from plan import Rounds, deadline, run_round
 from plan import log as plan_log
 from settings import DpoSettings, load
 
@@ -34,8 +34,9 @@ def log(message):
 
 
 def install_train_script(ws: Path) -> Path:
-    """code/train.py (DPO) and code/sft_train.py, which it imports."""
-    shutil.copy(HERE / "sft_train.py", ws / "code" / "sft_train.py")
+    """code/train.py (DPO) and code/sft_train.py and trainer_args.py, which it imports."""
+    for imported in ("sft_train.py", "trainer_args.py"):
+        shutil.copy(HERE / imported, ws / "code" / imported)
     target = ws / "code" / "train.py"
     shutil.copy(HERE / "dpo_train.py", target)
     return target
@@ -64,12 +65,11 @@ def main() -> int:
     ws = Path(os.environ["A2RL_WORKSPACE"])
     settings = load(DpoSettings)
     install_train_script(ws)
-    model, round_s, submitted = str(ws / "base_model"), None, 0
+    model, round_s, rounds = str(ws / "base_model"), None, Rounds("dpo", ws)
     for k in range(1, settings.max_rounds + 1):
         until = deadline(settings.reserve_s)
         if round_s is not None and until - time.time() < round_s / 4:
-            log(f"skipping round {k} and after: {until - time.time():.0f}s left, a round "
-                f"took {round_s:.0f}s")
+            rounds.skip(k, f"{until - time.time():.0f}s left, a round took {round_s:.0f}s")
             break
         started = time.time()
         out = ws / "output" / f"dpo-{k}"
@@ -78,15 +78,10 @@ def main() -> int:
         if report is None or report["steps"] == 0:
             break
         round_s = time.time() - started
-        if not submit("dpo", out):
-            break
-        submitted += 1
-        if report.get("stopped"):
+        if not rounds.submit(out, report):
             break
         model = str(out)
-    if not submitted:
-        submit_base_model("dpo", ws, "no trained checkpoint was submitted")
-    return 0
+    return rounds.finish()
 
 
 if __name__ == "__main__":

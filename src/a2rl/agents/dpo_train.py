@@ -27,6 +27,7 @@ from trl import DPOConfig, DPOTrainer
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sft_train import StopBeforeDeadline, round_rows, to_example
 from sft_train import arguments as sft_arguments
+from trainer_args import common_args
 
 
 def prompt_and_target(row):
@@ -76,12 +77,11 @@ def build_pairs(rows, replies):
 
 
 def training_config(a, precision, steps):
-    return DPOConfig(output_dir=a.out + ".trainer", max_steps=steps,
-                     per_device_train_batch_size=a.batch, learning_rate=a.lr, beta=a.beta,
-                     lr_scheduler_type="constant_with_warmup", warmup_steps=2,
-                     max_length=a.max_len, logging_steps=5, save_strategy="no",
-                     report_to="none", use_cpu=not torch.cuda.is_available(), seed=a.seed,
-                     bf16=precision == "bf16", fp16=False, activation_checkpointing=False)
+    return DPOConfig(max_steps=steps, per_device_train_batch_size=a.batch, learning_rate=a.lr,
+                     beta=a.beta, lr_scheduler_type="constant_with_warmup", warmup_steps=2,
+                     max_length=a.max_len, logging_steps=5,
+                     **common_args(a.out, a.seed, precision,
+                                   use_cpu=not torch.cuda.is_available()))
 
 
 def arguments():

@@ -11,26 +11,31 @@ Episodes: the agent runs ``code/grpo_train.py`` in rounds. One GRPO iteration:
 
 1. pick ``games`` train games, favouring games the policy wins 20-80 % of the time (the ones
    with a learning signal; unseen games count as uncertain);
-2. play ``group`` episodes of each in lockstep (``data/a2rl_envs.play``, one batched sampled
-   generation per step, temperature ``temp``, reply parsed to the closest admissible action),
-   with the grader's prompt (the declared module's ``PROMPT``);
+2. play ``group`` episodes of each in lockstep with the grader's runner and policy
+   (``data/a2rl_envs.play`` and ``GeneratorPolicy`` over ``data/a2rl_episode_cache``'s
+   ``ModelGenerator``: one batched sampled generation per step, temperature ``temp``, reply
+   parsed to the closest admissible action; each episode keeps its KV cache across its steps
+   under the append-only prompt), with the grader's prompt format (declared in
+   ``data/rollouts.json``);
 3. episode return = won - ``step_cost`` x steps (+ ``expert_bonus`` x the share of steps that
    took the environment's expert action, a shaping term the train games offer); advantage =
    (return - group mean) / group std (groups whose episodes all scored the same give no signal
    and are skipped);
 4. policy-gradient steps on the executed action's tokens (+ end of turn) of every step of every
    episode with a non-zero advantage: loss = -A x mean token log-prob, one optimizer step per
-   minibatch of ``minibatch`` samples, each sample used once (GRPO with one iteration per
+   minibatch of whole episodes of about ``minibatch`` steps (an append-style episode is one
+   sequence, scored in one forward pass), each sample used once (GRPO with one iteration per
    generation; the policy moves a few small steps per batch of rollouts, so the PPO ratio stays
    near 1 and is left out); no KL term. Only the top ``train_layers`` layers (and the final
    norm) are trained, which keeps the backward pass cheap on CPU.
 
-Cost on CPU: the prompts dominate (a ~300-token prompt per step of every episode, ~10
-generated tokens), so rollouts run on a bf16 copy of the model and updates under bf16 autocast
-where the hardware computes bf16 natively (``$A2RL_PRECISION``, decided by
-a2rl.common.hardware; about 2x and 1.6x faster than fp32 on a 2-core CPU with AVX512-BF16,
-several times slower where bf16 is emulated, so fp32 there), and the vocabulary projection is
-applied to action positions only.
+Cost on CPU: the prompts dominate (with the rewrite prompt a ~300-token prompt per step of
+every episode, ~10 generated tokens; the append-only prompt encodes only each step's new
+tokens in the rollouts and scores a whole episode in one pass in the update), so rollouts run
+on a bf16 copy of the model and updates under bf16 autocast where the hardware computes bf16
+natively (``$A2RL_PRECISION``, decided by a2rl.common.hardware; about 2x and 1.6x faster
+than fp32 on a 2-core CPU with AVX512-BF16, several times slower where bf16 is emulated, so
+fp32 there), and the vocabulary projection is applied to action positions only.
 
 Budget: each round gets a deadline (the budget's end less ``reserve_s``); an iteration
 starts only when, at the speed measured so far, it ends before it, and a round that fits no
@@ -69,7 +74,8 @@ SINGLE_TURN_SCRIPT = HERE / "grpo_single_train.py"
 # the scripts each kind of declaration runs in code/ (the single-turn script imports the
 # episodes script's layer freezing and deadline rule; not sft_train's callback, whose SFTTrainer
 # in code/ would make the run's route read as SFT)
-SCRIPTS = {"episodes": [GRPO_SCRIPT], "single_turn": [SINGLE_TURN_SCRIPT, GRPO_SCRIPT]}
+SCRIPTS = {"episodes": [GRPO_SCRIPT],
+           "single_turn": [SINGLE_TURN_SCRIPT, GRPO_SCRIPT, HERE / "trainer_args.py"]}
 ROLLOUTS_FILE = "rollouts.json"  # a2rl.task.base.ROLLOUTS_FILE (the agent runs without a2rl)
 
 

@@ -25,7 +25,6 @@ Output: the model in ``--out`` with ``grpo_log.json``, one row per step (``succe
 the mean reward of its replies, as the episodes script's rows; ``seconds``; the last row also
 ``save_s``), written last, so that its presence means the model is complete.
 """
-import argparse
 import importlib
 import json
 import os
@@ -38,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch
 from datasets import Dataset
 from grpo_train import ROLLOUTS_FILE, fits_before, freeze_lower_layers
+from trainer_args import common_args, script_parser
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
@@ -124,27 +124,18 @@ class StepLog(TrainerCallback):
 def training_config(a) -> GRPOConfig:
     """TRL's config: a step is one generation batch (prompts x group replies) and one optimizer
     step; precision and checkpointing explicit, as in sft_train.training_config."""
-    return GRPOConfig(output_dir=a.out + ".trainer", max_steps=a.steps,
-                      per_device_train_batch_size=a.prompts * a.group,
+    return GRPOConfig(max_steps=a.steps, per_device_train_batch_size=a.prompts * a.group,
                       gradient_accumulation_steps=1, num_generations=a.group,
                       max_completion_length=a.reply_tokens, temperature=a.temperature,
                       learning_rate=a.lr, lr_scheduler_type="constant", beta=a.kl,
-                      disable_dropout=True, logging_steps=1, save_strategy="no",
-                      # the sandbox exposes no GPU; the harness chose the precision for the CPU
-                      report_to="none", use_cpu=True, seed=a.seed,
-                      bf16=a.precision == "bf16", fp16=False, activation_checkpointing=False,
-                      # the Trainer writes this into the model's config (default False), and the
-                      # saved model would then run without its KV cache wherever config decides
-                      use_cache=True)
+                      disable_dropout=True, logging_steps=1,
+                      **common_args(a.out, a.seed, a.precision))
 
 
 def arguments():
-    p = argparse.ArgumentParser()
-    p.add_argument("--model", required=True)
-    p.add_argument("--data", required=True)
-    p.add_argument("--out", required=True)
-    # no defaults here: the agent passes its settings (GrpoSettings in a2rl/agents/settings.py,
-    # as grpo.single_turn_args writes them)
+    """The shared options and GRPO's (GrpoSettings in a2rl/agents/settings.py, as
+    grpo.single_turn_args writes them)."""
+    p = script_parser()
     p.add_argument("--steps", type=int, required=True, help="GRPO steps (optimizer steps)")
     p.add_argument("--prompts", type=int, required=True, help="train prompts per step")
     p.add_argument("--group", type=int, required=True, help="replies sampled per prompt")
@@ -155,11 +146,6 @@ def arguments():
     p.add_argument("--train-layers", type=int, required=True)
     p.add_argument("--kl", type=float, required=True,
                    help="TRL's beta: KL penalty to the starting model (0: no reference model)")
-    p.add_argument("--precision", choices=("bf16", "fp32"),
-                   default=os.environ.get("A2RL_PRECISION", "fp32"))
-    p.add_argument("--deadline", type=float, default=0.0,
-                   help="Unix time by which training must end (0: none)")
-    p.add_argument("--seed", type=int, default=0)
     return p
 
 

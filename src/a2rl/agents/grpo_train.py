@@ -23,71 +23,66 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 
-def chat(tokenizer, user):
-    if getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template([{"role": "user", "content": user}],
-                                             tokenize=False, add_generation_prompt=True)
-    return user
+def runner():
+    """The task's copy of the episode runner (``data/a2rl_envs.py``, on sys.path once main
+    runs; tests that load this script alone register a2rl's own under that name)."""
+    import a2rl_envs as envs
+
+    return envs
 
 
-def encode(tokenizer, text):
-    bos = tokenizer.bos_token
-    return tokenizer(text, add_special_tokens=not (bos and text.startswith(bos)))["input_ids"]
+def step_sequences(tokenizer, steps, eos_id):
+    """The token sequences one episode's steps are scored on: [(ids, [(start, end, advantage)])]
+    for ``steps`` [(prompt, action, advantage)] in order, a span per action (its tokens and
+    the end of turn, ``eos_id``). The prompts are encoded as the rollout's policy encoded them
+    (``a2rl_envs``): an append-style step whose prompt extends the last step's prompt and
+    action joins its sequence, so one forward pass scores a whole episode; a rewrite-style
+    step (one user turn) or the step after the chat's window slid starts a new one."""
+    envs = runner()
+    chat, seqs = envs.ChatTokens(tokenizer), []
+    for prompt, action, advantage in steps:
+        if isinstance(prompt, list):
+            ids = chat.ids(prompt)
+        else:
+            ids = envs.encode_prompt(tokenizer, envs.render_chat(
+                tokenizer, [{"role": "user", "content": prompt}], True))
+        action_ids = tokenizer(action, add_special_tokens=False)["input_ids"] + [eos_id]
+        span = (len(ids), len(ids) + len(action_ids), advantage)
+        if seqs and ids[:len(seqs[-1][0])] == seqs[-1][0]:
+            seqs[-1] = (ids + action_ids, seqs[-1][1] + [span])
+        else:
+            seqs.append((ids + action_ids, [span]))
+    return seqs
 
 
-class SamplingPolicy:
-    """One batched sampled generation for all unfinished episodes; replies parsed to actions."""
-
-    def __init__(self, model, tokenizer, parse_action, choice, temperature, max_new_tokens=16):
-        self.model, self.tok, self.parse, self.Choice = model, tokenizer, parse_action, choice
-        self.temperature, self.max_new_tokens = temperature, max_new_tokens
-        self.eos = [i for i in {tokenizer.eos_token_id,
-                                tokenizer.convert_tokens_to_ids("<|im_end|>")} if i is not None
-                    and i != tokenizer.unk_token_id]
-
-    @torch.no_grad()
-    def choose(self, views):
-        ids = [encode(self.tok, chat(self.tok, v.prompt)) for v in views]
-        batch = self.tok.pad({"input_ids": ids}, padding=True, return_tensors="pt")
-        out = self.model.generate(**batch, do_sample=self.temperature > 0,
-                                  temperature=self.temperature or None, top_k=0, top_p=1.0,
-                                  max_new_tokens=self.max_new_tokens, eos_token_id=self.eos,
-                                  pad_token_id=self.tok.pad_token_id)
-        texts = self.tok.batch_decode(out[:, batch["input_ids"].shape[1]:],
-                                      skip_special_tokens=True)
-        choices = []
-        for v, text in zip(views, texts):
-            action, method = self.parse(text, v.admissible)
-            choices.append(self.Choice(action, text, method))
-        return choices
+def span_logprobs(model, seqs, pad_id):
+    """Log-probs of every span's tokens, one 1-D tensor per span in order, from one forward
+    pass over the right-padded sequences. The vocabulary projection runs on the span positions
+    only (a fifth of the model's FLOPs per token would go to prompt positions whose logits are
+    never used)."""
+    width = max(len(ids) for ids, _ in seqs)
+    input_ids = torch.full((len(seqs), width), pad_id)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, (ids, _) in enumerate(seqs):
+        input_ids[i, :len(ids)] = torch.tensor(ids)
+        mask[i, :len(ids)] = 1
+    hidden = model.model(input_ids=input_ids, attention_mask=mask).last_hidden_state
+    out = []
+    for i, (_, spans) in enumerate(seqs):
+        for start, end, _ in spans:
+            positions = torch.arange(start - 1, end - 1)
+            logits = model.lm_head(hidden[i, positions]).float()
+            targets = input_ids[i, positions + 1]
+            out.append(torch.log_softmax(logits, -1).gather(-1, targets[:, None])[:, 0])
+    return out
 
 
 def token_logprobs(model, tokenizer, prompts, actions, eos_id):
-    """Log-probs of each action's tokens (+ end of turn) after its chat-formatted prompt, one
-    1-D tensor per action. The vocabulary projection runs on the action positions only (a
-    fifth of the model's FLOPs per token would go to prompt positions whose logits are never
-    used)."""
-    seqs, starts = [], []
-    for p, a in zip(prompts, actions):
-        prompt_ids = encode(tokenizer, chat(tokenizer, p))
-        action_ids = tokenizer(a, add_special_tokens=False)["input_ids"] + [eos_id]
-        seqs.append(prompt_ids + action_ids)
-        starts.append(len(prompt_ids))
-    width = max(map(len, seqs))
-    pad = tokenizer.pad_token_id
-    input_ids = torch.full((len(seqs), width), pad)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        input_ids[i, :len(s)] = torch.tensor(s)
-        mask[i, :len(s)] = 1
-    hidden = model.model(input_ids=input_ids, attention_mask=mask).last_hidden_state
-    out = []
-    for i, s in enumerate(seqs):
-        positions = torch.arange(starts[i] - 1, len(s) - 1)
-        logits = model.lm_head(hidden[i, positions]).float()
-        targets = input_ids[i, positions + 1]
-        out.append(torch.log_softmax(logits, -1).gather(-1, targets[:, None])[:, 0])
-    return out
+    """Log-probs of each action's tokens (+ end of turn) after its prompt, one 1-D tensor per
+    action (each (prompt, action) scored as a step of its own)."""
+    seqs = [seq for p, a in zip(prompts, actions)
+            for seq in step_sequences(tokenizer, [(p, a, 0.0)], eos_id)]
+    return span_logprobs(model, seqs, tokenizer.pad_token_id)
 
 
 def per_action_mean(token_lps):
@@ -156,8 +151,8 @@ def episode_return(episode, step_cost, expert_bonus, reward="won"):
 
 
 def group_samples(picked, episodes, group, step_cost, stats, expert_bonus=0.0, reward="won"):
-    """(prompt, action, advantage) for every step of every episode whose group's returns
-    differ (``episode_return``); advantage = (return - group mean) / group std. Updates
+    """Per episode whose group's returns differ (``episode_return``), its steps' (prompt,
+    action, advantage), in order; advantage = (return - group mean) / group std. Updates
     ``stats`` (per-game wins and plays)."""
     samples = []
     for k, g in enumerate(picked):
@@ -170,29 +165,43 @@ def group_samples(picked, episodes, group, step_cost, stats, expert_bonus=0.0, r
         if std < 1e-6:
             continue
         for e, r in zip(episodes_k, returns):
-            samples.extend((s["prompt"], s["action"], (r - mean) / std) for s in e.steps)
+            samples.append([(s["prompt"], s["action"], (r - mean) / std) for s in e.steps])
     return samples
+
+
+def minibatches(episodes, size):
+    """The episodes in groups of about ``size`` steps (whole episodes: an append-style episode
+    is scored in one pass), in the given order."""
+    out, steps = [], 0
+    for episode in episodes:
+        if not out or steps >= size:
+            out.append([])
+            steps = 0
+        out[-1].append(episode)
+        steps += len(episode)
+    return out
 
 
 def update(model, tok, opt, params, samples, minibatch, eos_id, bf16, reference=None,
            kl=0.0):
-    """One pass over the samples in shuffled minibatches, one optimizer step each: loss =
+    """One pass over the samples (per episode, its steps' (prompt, action, advantage)) in
+    shuffled minibatches of about ``minibatch`` steps, one optimizer step each: loss =
     -advantage x mean action-token log-prob (+ kl x the mean k3 KL to ``reference`` per action,
     ``kl_to_reference``). Each sample is used once and the policy moves only a few small steps
     per batch of rollouts, so the PPO ratio stays near 1 and is left out (GRPO with one
     iteration per generation). Returns the minibatches' losses and mean KLs."""
+    samples = list(samples)
     random.shuffle(samples)
     losses, kls = [], []
-    for i in range(0, len(samples), minibatch):
-        chunk = samples[i:i + minibatch]
-        prompts, actions = [c[0] for c in chunk], [c[1] for c in chunk]
-        adv = torch.tensor([c[2] for c in chunk])
+    for chunk in minibatches(samples, minibatch):
+        seqs = [seq for steps in chunk for seq in step_sequences(tok, steps, eos_id)]
+        adv = torch.tensor([span[2] for _, spans in seqs for span in spans])
         opt.zero_grad()
         with torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=bf16):
-            lps = token_logprobs(model, tok, prompts, actions, eos_id)
+            lps = span_logprobs(model, seqs, tok.pad_token_id)
             if reference is not None:
                 with torch.no_grad():
-                    ref_lps = token_logprobs(reference, tok, prompts, actions, eos_id)
+                    ref_lps = span_logprobs(reference, seqs, tok.pad_token_id)
         lp = per_action_mean(lps)
         loss = -(adv * lp.float()).mean()
         if reference is not None:
@@ -236,7 +245,8 @@ def data_env(data: Path) -> dict:
 
 
 def arguments():
-    """The script's options (``scripts/probe_grpo.py`` checks its pass-through options here)."""
+    """The script's options (``experiments/grpo_probe/probe.py`` checks its pass-through
+    options here)."""
     p = argparse.ArgumentParser()
     p.add_argument("--model", required=True)
     p.add_argument("--data", required=True)
@@ -278,12 +288,20 @@ def arguments():
 def main():
     a = arguments().parse_args()
     sys.path.insert(0, a.data)
-    from a2rl_envs import Choice, parse_action, play
+
+    from a2rl_envs import GeneratorPolicy, PromptFormat, play
+    try:
+        from a2rl_episode_cache import ModelGenerator
+    except ImportError as err:
+        raise SystemExit(f"{a.data}/a2rl_episode_cache.py is missing ({err}): a task ships it "
+                         "beside a2rl_envs.py (a2rl.task.base.ship_episode_modules)") from err
 
     declared = data_env(Path(a.data))
     reward = declared["reward"]
     env_module = importlib.import_module(declared["module"])
     make_env, load_games = getattr(env_module, declared["env"]), env_module.load_games
+    # the grader's prompt, as the task declared it (older data folders: the module's)
+    fmt = PromptFormat(**declared["prompt"]) if declared.get("prompt") else env_module.PROMPT
 
     random.seed(a.seed)
     torch.manual_seed(a.seed)
@@ -309,8 +327,10 @@ def main():
     games = load_games(Path(a.data) / declared["games"])
     stats_path = Path(a.stats) if a.stats else None
     stats = json.loads(stats_path.read_text()) if stats_path and stats_path.exists() else {}
-    policy = SamplingPolicy(sampler, tok, parse_action, Choice, a.temperature,
-                            a.max_new_tokens)
+    # the grader's runner and policy, sampling: what the agent trains on is played by the
+    # same code as what scores it (append-style prompts reuse each episode's KV cache)
+    policy = GeneratorPolicy(ModelGenerator(sampler, tok, a.temperature), a.max_new_tokens,
+                             actions=declared.get("actions", "closest"))
     log = []
     for it in range(a.iterations):
         if not fits_before(a.deadline, log, a.iter_estimate):
@@ -323,7 +343,7 @@ def main():
             sampler.load_state_dict(model.state_dict())
         sampler.eval()
         episodes = play([g for g in picked for _ in range(a.group)], make_env, policy,
-                        a.max_steps, env_module.PROMPT, keep_prompts=True)
+                        a.max_steps, fmt, keep_prompts=True)
         rolled = time.time()
         samples = group_samples(picked, episodes, a.group, a.step_cost, stats, a.expert_bonus,
                                 reward)
@@ -333,7 +353,7 @@ def main():
         row = {"iteration": it, "episodes": len(episodes),
                "success": 100.0 * sum(e.won for e in episodes) / len(episodes),
                "mean_score": sum(float(e.score) for e in episodes) / len(episodes),
-               "train_steps": len(samples), "updates": len(losses),
+               "train_steps": sum(map(len, samples)), "updates": len(losses),
                "loss": sum(losses) / max(1, len(losses)),
                "kl": sum(kls) / len(kls) if kls else 0.0,
                "rollout_s": round(rolled - started, 1),

@@ -69,6 +69,31 @@ def submit_base_model(who, ws, why):
     return submit(who, target)
 
 
+class Rounds:
+    """The training rounds an agent submits; at the end, the base model when none was, so that
+    the run has a valid submission."""
+
+    def __init__(self, who, ws):
+        self.who, self.ws, self.submitted = who, ws, 0
+
+    def submit(self, out, report):
+        """Submit a round's model; whether another round may follow (the grader took it and
+        the round was not cut by the deadline)."""
+        if not submit(self.who, out):
+            return False
+        self.submitted += 1
+        return not report.get("stopped")
+
+    def skip(self, k, why):
+        """Say why round ``k`` and the ones after it are not trained."""
+        log(self.who, f"skipping round {k} and after: {why}")
+
+    def finish(self, why="no trained checkpoint was submitted"):
+        if not self.submitted:
+            submit_base_model(self.who, self.ws, why)
+        return 0
+
+
 def training_report(folder):
     """The training report the SFT script leaves in its output folder (None if absent)."""
     path = Path(folder) / "train_log.json"

@@ -22,11 +22,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from plan import deadline, run_round, submit, submit_base_model
+from plan import Rounds, deadline, run_round
 from plan import log as plan_log
 from settings import SftSettings, load
 
 TRAIN_SCRIPT = Path(__file__).resolve().with_name("sft_train.py")
+TRAINER_ARGS = TRAIN_SCRIPT.with_name("trainer_args.py")  # the script imports it
 
 
 def log(message):
@@ -36,6 +37,7 @@ def log(message):
 def install_train_script(ws: Path) -> Path:
     target = ws / "code" / "train.py"
     shutil.copy(TRAIN_SCRIPT, target)
+    shutil.copy(TRAINER_ARGS, ws / "code" / TRAINER_ARGS.name)
     return target
 
 
@@ -61,7 +63,7 @@ def main() -> int:
     settings = load(SftSettings)
     install_train_script(ws)
     steps, lora = settings.steps, settings.lora
-    model, speed, submitted = str(ws / "base_model"), None, 0
+    model, speed, rounds = str(ws / "base_model"), None, Rounds("sft", ws)
     for k in range(1, settings.max_rounds + 1):
         # LoRA rounds restart from the base with a longer schedule; full fine-tuning continues
         round_steps = steps * k if lora else steps
@@ -71,8 +73,8 @@ def main() -> int:
             # a LoRA round restarts from the base: fewer steps than the last round's is worse
             enough = round_steps - steps if lora else max(1, round_steps // 4)
             if fit < max(1, enough):
-                log(f"skipping round {k} and after: {fit} of its {round_steps} steps fit in "
-                    f"{until - time.time():.0f}s at {speed[0]:.1f}s a step")
+                rounds.skip(k, f"{fit} of its {round_steps} steps fit in "
+                               f"{until - time.time():.0f}s at {speed[0]:.1f}s a step")
                 break
         started = time.time()
         out = ws / "output" / f"ckpt-{k}"
@@ -84,16 +86,11 @@ def main() -> int:
             break
         # seconds a step, and the round's fixed cost (loading, tokenizing, saving)
         speed = (report["step_s"], time.time() - started - report["steps"] * report["step_s"])
-        if not submit("sft", out):
-            break
-        submitted += 1
-        if report.get("stopped"):
+        if not rounds.submit(out, report):
             break
         if not lora:
             model = str(out)
-    if not submitted:
-        submit_base_model("sft", ws, "no trained checkpoint was submitted")
-    return 0
+    return rounds.finish()
 
 
 if __name__ == "__main__":

@@ -10,16 +10,19 @@ Deadline: with ``--deadline`` (Unix time) training stops after the last step tha
 it, judged by the mean step time so far, and the model trained so far is saved; the log says
 how many planned steps were skipped. The caller reserves time after the deadline to submit.
 """
-import argparse
 import json
 import os
 import random
+import sys
 import time
 
 import torch
 from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from trl import SFTConfig, SFTTrainer
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from trainer_args import common_args, script_parser  # copied beside this script
 
 
 def to_example(row):
@@ -31,8 +34,9 @@ def to_example(row):
         prompt, completion = row["question"], row["answer"]
     else:
         raise ValueError(f"cannot tell prompt from answer in fields {sorted(row)}")
-    return {"prompt": [{"role": "user", "content": prompt}],
-            "completion": [{"role": "assistant", "content": completion}]}
+    # an interactive task's append-style prompt is already a chat (system, user, assistant, ...)
+    turns = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
+    return {"prompt": turns, "completion": [{"role": "assistant", "content": completion}]}
 
 
 class StopBeforeDeadline(TrainerCallback):
@@ -59,36 +63,21 @@ class StopBeforeDeadline(TrainerCallback):
 
 def training_config(a, precision):
     """The TRL config; precision and gradient checkpointing are set explicitly (see above)."""
-    return SFTConfig(output_dir=a.out + ".trainer", max_steps=a.steps,
-                     per_device_train_batch_size=a.batch, learning_rate=a.lr,
+    return SFTConfig(max_steps=a.steps, per_device_train_batch_size=a.batch, learning_rate=a.lr,
                      lr_scheduler_type="constant_with_warmup", warmup_steps=2,
-                     max_length=a.max_len, logging_steps=5, save_strategy="no",
-                     # the sandbox exposes no GPU; the harness chose the precision for the CPU
-                     report_to="none", use_cpu=True, seed=a.seed,
-                     completion_only_loss=True, bf16=precision == "bf16", fp16=False,
-                     activation_checkpointing=False,
-                     # the Trainer writes this into the model's config (default False), and the
-                     # saved model would then run without its KV cache wherever config decides
-                     use_cache=True)
+                     max_length=a.max_len, logging_steps=5, completion_only_loss=True,
+                     **common_args(a.out, a.seed, precision))
 
 
 def arguments():
-    p = argparse.ArgumentParser()
-    p.add_argument("--model", required=True)
-    p.add_argument("--data", required=True)
-    p.add_argument("--out", required=True)
-    # no defaults here: the agent passes its settings (SftSettings in a2rl/agents/settings.py)
+    """The shared options and SFT's (SftSettings in a2rl/agents/settings.py)."""
+    p = script_parser()
     p.add_argument("--steps", type=int, required=True)
     p.add_argument("--batch", type=int, required=True)
     p.add_argument("--lr", type=float, required=True)
     p.add_argument("--max-len", type=int, required=True)
     p.add_argument("--lora", action="store_true")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--offset", type=int, default=0)
-    p.add_argument("--precision", choices=("bf16", "fp32"),
-                   default=os.environ.get("A2RL_PRECISION", "fp32"))
-    p.add_argument("--deadline", type=float, default=0.0,
-                   help="Unix time by which training must end (0: none)")
     return p
 
 

@@ -54,7 +54,7 @@ def failures_of(items: list[SubmissionItem], events: list[dict[str, Any]],
     """``{"kind", "message", "elapsed_s", "excerpt"}`` for each thing that went wrong."""
     found = []
     for s in items:
-        if s.status in ("judge_failed", "interrupted"):  # the harness's failure
+        if s.status in ("judge_failed", "grading_budget_exhausted", "interrupted"):  # harness
             found.append({"kind": "infrastructure", "message": f"submission {s.id} could not "
                           f"be graded ({s.status_code}): {s.error}",
                           "elapsed_s": s.elapsed_s, "excerpt": None})

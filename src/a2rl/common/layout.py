@@ -9,6 +9,7 @@ results/
                               output/, scores.json)
       store/{sha256}/         submitted artifacts, copied and hashed before evaluation
       ledger.jsonl events.jsonl agent.log grader.log final.json summary.md summary.json
+      config.json             the cell's resolved config, written as its agent phase starts
       llm_calls.jsonl transcript.jsonl agent/   LLM calls (a2rl.llm.proxy), the agent CLI's
                               transcript
       judge_calls.jsonl       calls of an API judge while grading (never the agent's spending)
@@ -19,6 +20,7 @@ results/
       integrity.json          contamination and tamper checks (a2rl.analysis.integrity)
   models/{task}/{agent}/{driver}/seed{seed}/   each run's selected artifact, tracked by DVC
   report/                     the static HTML report (index.html, runs/, plots/, trajectories/)
+  grid.json                   the grid's planned cells (written by the workflow as it starts)
   leaderboard.csv leaderboard.md leaderboard.json leaderboard_levels.csv budget_curves.csv
   logs/{rule}/{name}.log      the Snakemake jobs' logs (name: a task, a model or a cell's path)
 resources/models/{model}/     prepared base models (HF folders), each with {model}.done beside it
@@ -101,6 +103,11 @@ class RunPaths:
         return self.root / "grader.log"
 
     @property
+    def local_server_log(self) -> Path:
+        """The local driver's model server's output (a2rl.llm.local_driver)."""
+        return self.root / "local_server.log"
+
+    @property
     def final(self) -> Path:
         return self.root / "final.json"
 
@@ -111,6 +118,12 @@ class RunPaths:
     @property
     def summary_json(self) -> Path:
         return self.root / "summary.json"
+
+    @property
+    def config(self) -> Path:
+        """The cell's resolved RunConfig, written when its agent phase starts, so that readers
+        of a run still going (a2rl.report.live) can summarize it without composing conf/."""
+        return self.root / "config.json"
 
     @property
     def run_json(self) -> Path:
@@ -196,6 +209,12 @@ class Layout:
     def base_model(self, model) -> Path:
         """The base model's folder: a configured path, or the provisioned resources/models/."""
         return Path(model.path) if model.source == "path" else self.model(model.name)
+
+    @property
+    def grid_plan(self) -> Path:
+        """The grid's cells as the workflow planned them (written when a grid starts), so that
+        ``a2rl status`` lists the cells not started yet (a2rl.analysis.status)."""
+        return self.results / "grid.json"
 
     @property
     def leaderboard_csv(self) -> Path:

@@ -22,6 +22,7 @@ Two files a run leaves are not typed here: events.jsonl (``a2rl.common.events.Ev
 
 from __future__ import annotations
 
+import functools
 from dataclasses import MISSING, asdict, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Self, get_args, get_origin, get_type_hints
@@ -103,10 +104,18 @@ class Codec:
         write_json_atomic(path, self.to_json())
 
 
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    """A record class's field types, worked out once: ``get_type_hints`` evaluates every
+    annotation each time, which was most of reading a summary.json (a live view reads
+    hundreds)."""
+    return get_type_hints(cls)
+
+
 def _nested(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
     """``data`` with the objects of nested record fields (``Budget``, ``list[SubmissionItem]``)
     made into records: strict mode takes only instances there."""
-    hints = get_type_hints(cls)
+    hints = _hints(cls)
     out = dict(data)
     for name, value in data.items():
         hint = hints.get(name)
@@ -122,7 +131,8 @@ def _nested(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------ ledger
 
-GradingFailure = Literal["judge_failed", "eval_timeout", "interrupted"]
+GradingFailure = Literal["judge_failed", "eval_timeout", "interrupted",
+                         "grading_budget_exhausted"]
 
 
 @dataclass(frozen=True, kw_only=True, config=STRICT)
@@ -157,6 +167,7 @@ class LedgerEntry(Codec):
     grading_usage: dict[str, Any] | None = recorded(written_if="grading_usage", default=None)
     # grading failed for a reason outside the submission, an infrastructure failure, not the
     # agent's, and the submission is not used up: judge_failed (a judge outage),
+    # grading_budget_exhausted (the run's paid-judge budget is spent),
     # eval_timeout (the evaluation ran past the budget's eval_timeout_s and was abandoned) or
     # interrupted (the grader died while evaluating it; recorded by the restarted grader)
     status: GradingFailure | None = recorded(written_if="status", default=None)

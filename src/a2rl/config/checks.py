@@ -1,16 +1,23 @@
 """The checks every configuration dataclass shares: the run's config (a2rl.config.types), each
 task's ``params`` (tasks/<name>/params.py) and the reference agents' settings.
 
-A field documents itself in its metadata, TRL style::
+A field documents itself in the string right below it (an attribute docstring, as Sphinx's
+autodoc and pydantic read them)::
 
-    steps: int = field(default=20, metadata={"help": "SFT steps per round"})
+    steps: int = 20
+    \"\"\"SFT steps per round.\"\"\"
 
-``help_of`` reads those texts back (tests check that every field has one).
+``help_of`` reads those texts back from the class's source (tests check that every field has
+one); a field's line stays a plain default, so that the many config classes do not repeat the
+``field(default=..., metadata={"help": ...})`` scaffolding around each value.
 """
 
 from __future__ import annotations
 
+import ast
+import inspect
 import re
+import textwrap
 from dataclasses import fields, is_dataclass
 from typing import Any
 
@@ -29,6 +36,13 @@ def require(ok: bool, message: str) -> None:
     """Raise ConfigError(message) unless ``ok``; ``message`` names the key and what it may be."""
     if not ok:
         raise ConfigError(message)
+
+
+def require_choice(value: Any, choices: tuple, key: str, note: str = "") -> None:
+    """``value`` of ``key`` is one of ``choices`` (``key`` may name its owner first:
+    "agent 'sft': precision")."""
+    require(value in choices,
+            f"{key}={value!r}; expected one of {choices}{note}")
 
 
 def require_folder_name(value: str, key: str) -> None:
@@ -73,12 +87,27 @@ def typed(cls: type, raw: Any, where: str) -> Any:
         raise ConfigError(f"{where}: {err}") from err
 
 
+def field_docs(cls: type) -> dict[str, str]:
+    """Field name -> the string literal right below it in the class body (whitespace collapsed),
+    the base classes' first so that a subclass's own text wins."""
+    docs: dict[str, str] = {}
+    for klass in reversed([k for k in cls.__mro__ if is_dataclass(k)]):
+        body = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0].body
+        for node, after in zip(body, body[1:]):
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
+                    and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) \
+                    and isinstance(after.value.value, str):
+                docs[node.target.id] = " ".join(after.value.value.split())
+    return docs
+
+
 def help_of(cls: type) -> dict[str, str]:
     """Field name -> its help text ("" when it has none), nested dataclasses' fields as
     ``outer.inner``."""
     out: dict[str, str] = {}
+    docs = field_docs(cls)
     for f in fields(cls):
-        out[f.name] = f.metadata.get("help", "")
+        out[f.name] = docs.get(f.name, "")
         default = f.default_factory() if callable(f.default_factory) else f.default
         if is_dataclass(default):
             out |= {f"{f.name}.{k}": v for k, v in help_of(type(default)).items()}

@@ -4,10 +4,10 @@ rule's resources; the profile in profiles/ chooses the executor. A local run ign
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
-from a2rl.config.checks import require
+from a2rl.config.checks import require, require_choice
 
 GPU_MANUFACTURERS = ("nvidia", "amd")
 
@@ -16,10 +16,12 @@ GPU_MANUFACTURERS = ("nvidia", "amd")
 class ResourcesConfig:
     """What one job asks a cluster for (Snakemake's ``cpus_per_task``, ``gpu``, ``mem_mb``)."""
 
-    cpus: int = field(default=2, metadata={"help": "CPU cores."})
-    gpus: int = field(default=0, metadata={
-        "help": "GPUs; the job's processes see only these (CUDA_VISIBLE_DEVICES)."})
-    mem_mb: int = field(default=8000, metadata={"help": "Memory in MB."})
+    cpus: int = 2
+    """CPU cores."""
+    gpus: int = 0
+    """GPUs; the job's processes see only these (CUDA_VISIBLE_DEVICES)."""
+    mem_mb: int = 8000
+    """Memory in MB."""
 
     def __post_init__(self) -> None:
         require(self.cpus >= 1, f"resources.cpus={self.cpus}; expected >= 1")
@@ -31,22 +33,20 @@ class ResourcesConfig:
 class ClusterConfig:
     """Where the grid's jobs run, for Snakemake's executor plugins (conf/cluster/<name>.yaml)."""
 
-    name: str = field(default="default", metadata={
-        "help": "Names the option; equals the file name."})
-    partition: Optional[str] = field(default=None, metadata={
-        "help": "Slurm partition of jobs without GPUs (null: the cluster's default)."})
-    gpu_partition: Optional[str] = field(default=None, metadata={
-        "help": "Slurm partition of jobs that take GPUs (null: the cluster's default)."})
-    slurm_extra: Optional[str] = field(default=None, metadata={
-        "help": "More sbatch flags for every job, e.g. \"--qos=normal\"."})
-    start_s: float = field(default=600.0, metadata={
-        "help": "Seconds a job needs besides its work (start-up, imports, loading the model), "
-                "added to every job's time limit."})
-    gpu_manufacturer: str = field(default="nvidia", metadata={
-        "help": "Kubernetes' GPU resource: nvidia (nvidia.com/gpu) or amd (amd.com/gpu)."})
+    name: str = "default"
+    """Names the option; equals the file name."""
+    partition: Optional[str] = None
+    """Slurm partition of jobs without GPUs (null: the cluster's default)."""
+    gpu_partition: Optional[str] = None
+    """Slurm partition of jobs that take GPUs (null: the cluster's default)."""
+    slurm_extra: Optional[str] = None
+    """More sbatch flags for every job, e.g. "--qos=normal"."""
+    start_s: float = 600.0
+    """Seconds a job needs besides its work (start-up, imports, loading the model), added to every
+    job's time limit."""
+    gpu_manufacturer: str = "nvidia"
+    """Kubernetes' GPU resource: nvidia (nvidia.com/gpu) or amd (amd.com/gpu)."""
 
     def __post_init__(self) -> None:
         require(self.start_s >= 0, f"cluster.start_s={self.start_s}; expected >= 0")
-        require(self.gpu_manufacturer in GPU_MANUFACTURERS,
-                f"cluster.gpu_manufacturer={self.gpu_manufacturer!r}; expected one of "
-                f"{GPU_MANUFACTURERS}")
+        require_choice(self.gpu_manufacturer, GPU_MANUFACTURERS, "cluster.gpu_manufacturer")

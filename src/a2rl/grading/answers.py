@@ -29,6 +29,12 @@ ANSWERS = {
         "they could carry the split's items"),
     # follows the grader's "grading failed (not your submission's fault; it does not count): "
     "grading_unavailable": "the grader's judge or model server could not be used",
+    # the run's budget for a paid grading API (task.params.judge.max_usd) is spent: the
+    # submission does not count, and the grader takes no more (docs/grading.md)
+    "grading_budget_exhausted": (
+        "the run's budget for the grader's paid judge is used up, so no more submissions can "
+        "be graded in this run; this one does not count, and your best graded submission so "
+        "far stands"),
     "internal_error": "internal grader error; the harness logged it",
 }
 

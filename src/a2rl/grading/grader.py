@@ -41,7 +41,7 @@ from a2rl.grading.limits import (
 from a2rl.grading.recording import CodeRecorder
 from a2rl.grading.server import GradingServer, create_app  # noqa: F401 (callers' import)
 from a2rl.models.submission import InvalidSubmission
-from a2rl.task.base import GradingUnavailable
+from a2rl.task.base import GradingBudgetExhausted, GradingUnavailable
 
 # what the agent reads in the ledger and scores.json about a submission the grader was evaluating
 # when it died (a2rl.grading.grader.recover_inflight)
@@ -152,6 +152,9 @@ class GradingService:
         # the submission being evaluated, on disk until it is recorded: a grader that dies
         # mid-evaluation leaves it, and the grader restarted on the same ledger records it
         self.inflight = inflight_path(self.ledger)
+        # the paid judge's budget is spent for the rest of the run, a restarted grader too
+        self.grading_funds_spent = any(e.status == "grading_budget_exhausted"
+                                       for e in self.ledger.entries)
         recover_inflight(self.ledger, self.events)
         if self.mirror is not None:
             self.ledger.write_mirror(self.mirror, settings.baseline)
@@ -167,6 +170,7 @@ class GradingService:
                 "elapsed_s": round(self.clock.elapsed(), 1),
                 "time_left_s": round(self.clock.time_left(), 1),
                 "deadline": self.clock.deadline_utc(),
+                "grading_budget_exhausted": self.grading_funds_spent,
                 "invalid_recorded": self.limiter.recorded,
                 "invalid_refused_unrecorded": self.limiter.unrecorded}
 
@@ -196,6 +200,9 @@ class GradingService:
             if err.status == "eval_timeout":  # the submission's doing: it counts
                 return 504, self._reject(model_path, str(err), 504,
                                          failed=(err.status, err.artifact_hash))
+            if err.status == "grading_budget_exhausted":  # said plainly, not as an outage
+                return 402, self._reject(model_path, str(err), 402,
+                                         failed=(err.status, err.artifact_hash))
             return 503, self._reject(model_path, f"grading failed (not your submission's "
                                                  f"fault; it does not count): {err}", 503,
                                      failed=(err.status, err.artifact_hash))
@@ -207,6 +214,8 @@ class GradingService:
     def _grade(self, model_path: object) -> dict[str, Any]:
         if self.clock.expired():
             raise SubmissionRejected("the time budget is used up; no more submissions", 403)
+        if self.grading_funds_spent:
+            raise SubmissionRejected(answer("grading_budget_exhausted"), 402)
         if self.submissions_left() <= 0:
             raise SubmissionRejected(
                 f"no submissions left (the budget allows {self.settings.max_submissions})", 429)
@@ -234,6 +243,11 @@ class GradingService:
             result, seconds = score_artifact(artifact, self.base_model, self.evaluate,
                                              self.clock, self.settings.eval_timeout_s,
                                              self.settings.load_timeout_s)
+        except GradingBudgetExhausted as err:
+            log_detail("grading_budget_exhausted", err, digest)
+            self.grading_funds_spent = True
+            raise GradingFailed(answer("grading_budget_exhausted"), digest,
+                                "grading_budget_exhausted") from err
         except GradingUnavailable as err:  # a judge's error may quote the sealed prompt
             log_detail("grading_unavailable", err, digest)
             raise GradingFailed(ANSWERS["grading_unavailable"], digest) from err
@@ -250,9 +264,9 @@ class GradingService:
         usage = getattr(result, "usage", None)
         if usage:  # a judge's calls and cost, kept apart from the agent's LLM spending
             extra = extra | {"grading_usage": dict(usage)}
-        answer = self._record(model_path, digest, scored, cached=False, extra=extra)
-        self._keep_details(answer["submission_id"], digest, result)
-        return answer
+        recorded = self._record(model_path, digest, scored, cached=False, extra=extra)
+        self._keep_details(recorded["submission_id"], digest, result)
+        return recorded
 
     def _copy_limits(self) -> Limits:
         """The copy's limits: the artifact's own, within what the store quota leaves."""

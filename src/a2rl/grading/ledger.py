@@ -92,7 +92,7 @@ def grading_totals(entries: list[LedgerEntry]) -> dict[str, Any]:
         for key, value in (entry.grading_usage or {}).items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 totals[key] = round(totals.get(key, 0) + value, 6)
-    for status in ("judge_failed", "eval_timeout", "interrupted"):
+    for status in ("judge_failed", "grading_budget_exhausted", "eval_timeout", "interrupted"):
         failed = sum(1 for e in entries if e.status == status)
         if failed:
             totals[f"{status}_submissions"] = failed

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from a2rl.config.types import RunConfig
 from a2rl.task.base import Task
 
 USAGE = ("usage: a2rl score TASK --replies FILE [OVERRIDES...]   (FILE '-' reads stdin)\n"
@@ -94,8 +95,9 @@ def _read_lines(path: str) -> list[str]:
     return json_lines(Path(path).read_text(encoding="utf-8"))
 
 
-def main(args: list[str]) -> int:
-    from a2rl.config.compose import compose
+def main(args: list[str], compose: Callable[[list[str]], RunConfig]) -> int:
+    """``a2rl score``; ``compose`` turns overrides into the checked config (the command line
+    lends it, so that grading never runs Hydra itself)."""
     from a2rl.isolation.codeexec import SandboxError
     from a2rl.task.base import load_task, task_command
 

@@ -39,12 +39,12 @@ from typing import Any, Optional
 from urllib.parse import urlsplit
 
 from a2rl.common.files import append_jsonl, utc_now
+from a2rl.isolation.netrelay import pipe  # the relay's own stream pipe (standalone there)
 
 DEFAULT_PORTS = (80, 443)
 HEAD_LIMIT = 64 * 1024  # a request line and headers; more is refused
 HEAD_TIMEOUT_S = 30.0
 CONNECT_TIMEOUT_S = 30.0
-CHUNK = 65536
 START_TIMEOUT_S = 10.0
 MAX_FIELD = 300  # characters of a logged text field (a DNS name has at most 253)
 UNLOGGED = "unlogged"  # the outcome of egress.jsonl's last line when connections were left out
@@ -180,8 +180,8 @@ class EgressProxy:
             else:
                 up_writer.write(forward)
                 counts[0] += len(forward)
-            await asyncio.gather(_pipe(reader, up_writer, counts, 0),
-                                 _pipe(up_reader, writer, counts, 1))
+            await asyncio.gather(pipe(reader, up_writer, counts, 0),
+                                 pipe(up_reader, writer, counts, 1))
             up_writer.close()
             entry["outcome"] = "ok"
         except Refused as refused:
@@ -247,20 +247,6 @@ class EgressProxy:
         if not is_public(address):
             raise Refused(403, "refused", f"{host} resolves to a non-public address")
         return address
-
-
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, counts: list[int],
-                side: int) -> None:
-    """Copy to end of stream, counting bytes in ``counts[side]``, then pass the end on."""
-    try:
-        while data := await reader.read(CHUNK):
-            counts[side] += len(data)
-            writer.write(data)
-            await writer.drain()
-        if writer.can_write_eof():
-            writer.write_eof()
-    except OSError:
-        pass
 
 
 def _answer(writer: asyncio.StreamWriter, status: int, reason: str) -> None:

@@ -37,13 +37,16 @@ def listen(pairs):
     return listening
 
 
-async def pipe(reader, writer):
-    """Copy until end of stream, then pass the end on (a half close, as HTTP/1 may use)."""
+async def pipe(reader, writer, counts=None, side=0):
+    """Copy until end of stream, then pass the end on (a half close, as HTTP/1 may use);
+    ``counts[side]`` (when given) counts the bytes. The egress proxy pipes with it too."""
     try:
         while True:
             data = await reader.read(CHUNK)
             if not data:
                 break
+            if counts is not None:
+                counts[side] += len(data)
             writer.write(data)
             await writer.drain()
         if writer.can_write_eof():

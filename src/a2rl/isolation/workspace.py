@@ -13,9 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from importlib import resources
 from pathlib import Path
-from typing import Any
 
 READ_ONLY_FILE = 0o444
 READ_ONLY_DIR = 0o555
@@ -69,8 +67,3 @@ def make_writable(root: Path) -> None:
             with contextlib.suppress(OSError):
                 os.chmod(name, 0o755, dir_fd=dirfd)
 
-
-def render_description(task_template: str, values: dict[str, Any]) -> str:
-    """The task's description followed by the benchmark's rules, with this run's values."""
-    rules = resources.files("a2rl").joinpath("templates/instructions.md").read_text()
-    return (task_template + rules).format(**values)

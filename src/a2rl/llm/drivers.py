@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from typing import Any, Optional
 from a2rl.common.events import EventLog
 from a2rl.common.layout import Layout, RunPaths
 from a2rl.config.types import RunConfig
+from a2rl.llm.local_driver import LocalModelServer
 from a2rl.llm.proxy import LLMProxy
 from a2rl.llm.replay import ReplayScript, ReplayServer
 from a2rl.llm.stacks import (
@@ -74,14 +76,19 @@ def check_driver(cfg: RunConfig) -> None:
 
 @contextmanager
 def driver_session(cfg: RunConfig, run: RunPaths, events: EventLog,
-                   socket_path: Optional[Path] = None) -> Iterator[Optional[LLMProxy]]:
-    """Start the run's proxy (and replay server); yields the proxy, None for driver none.
-    ``socket_path``: the proxy listens there too (a sandbox without the host's network)."""
+                   socket_path: Optional[Path] = None,
+                   local_model: Optional[Path] = None) -> Iterator[Optional[LLMProxy]]:
+    """Start the run's proxy (and the replay or local model server behind it); yields the
+    proxy, None for driver none. ``socket_path``: the proxy listens there too (a sandbox
+    without the host's network). ``local_model``: the local driver's model folder."""
     if cfg.driver.provider == "none":
         yield None
         return
     with ExitStack() as stack:
-        base_url = cfg.driver.base_url
+        base_url, key = cfg.driver.base_url, api_key(cfg)
+        if cfg.driver.provider == "local":
+            server = stack.enter_context(local_server(cfg, run, events, local_model))
+            base_url, key = server.url, server.key
         if cfg.driver.provider == "replay":
             script = replay_script(cfg)
             server = stack.enter_context(ReplayServer(script, cfg.driver.model or "replay"))
@@ -91,7 +98,7 @@ def driver_session(cfg: RunConfig, run: RunPaths, events: EventLog,
         rates = cfg.driver.prices.rates()
         settings = ProxySettings(
             provider=cfg.driver.provider, model=cfg.driver.model or "replay",
-            base_url=base_url or "", api_key=api_key(cfg),
+            base_url=base_url or "", api_key=key,
             openai_base_url=cfg.driver.openai_base_url,
             price_in_per_mtok=rates.input, price_out_per_mtok=rates.output,
             price_cached_in_per_mtok=rates.cached_input,
@@ -102,6 +109,12 @@ def driver_session(cfg: RunConfig, run: RunPaths, events: EventLog,
                          on_record=lambda entry: events.emit("llm_call", **call_event(entry)),
                          socket_path=socket_path)
         stack.enter_context(proxy)
+        if cfg.driver.provider == "local":
+            # stopped before the proxy: a reply still being generated for the stopped agent
+            # ends at once (the proxy records it as cut by the run's end) instead of holding
+            # the proxy's shutdown
+            stack.callback(server.stop)
+            stack.callback(setattr, proxy.log, "run_ended", True)
         events.emit("proxy_start", url=proxy.url, provider=settings.provider,
                     model=settings.model, max_tokens=settings.max_tokens,
                     max_usd=settings.max_usd)
@@ -109,6 +122,24 @@ def driver_session(cfg: RunConfig, run: RunPaths, events: EventLog,
             yield proxy
         finally:
             events.emit("proxy_stop", **proxy.log.totals())
+
+
+@contextmanager
+def local_server(cfg: RunConfig, run: RunPaths, events: EventLog,
+                 folder: Optional[Path]) -> Iterator[LocalModelServer]:
+    """The local driver's model server for the run, announced and stopped in events.jsonl."""
+    if folder is None:
+        raise ValueError("driver local: the harness gives driver_session the model folder")
+    server = LocalModelServer(cfg.driver.serve, folder, cfg.driver.model, run.local_server_log)
+    started = time.monotonic()
+    with server:
+        events.emit("local_server_start", engine=server.engine, model=cfg.driver.model,
+                    folder=str(folder), pid=server.pid,
+                    seconds=round(time.monotonic() - started, 1))
+        try:
+            yield server
+        finally:
+            events.emit("local_server_stop", engine=server.engine)
 
 
 CALL_EVENT_FIELDS = ("call", "model", "protocol", "outcome", "status", "input_tokens",

@@ -54,7 +54,7 @@ def conversation_of(protocol: str, body: dict[str, Any]) -> Conversation:
 
 # ------------------------------------------------------------------------------ translation
 
-def _text_of(content: Any) -> str:
+def text_of(content: Any) -> str:
     """Plain text of a content value: a string or a list of typed parts."""
     if isinstance(content, str):
         return content
@@ -67,7 +67,7 @@ def _text_of(content: Any) -> str:
                 if isinstance(part.get("text"), str):
                     texts.append(part["text"])
                 elif "content" in part:
-                    texts.append(_text_of(part["content"]))
+                    texts.append(text_of(part["content"]))
         return "\n".join(t for t in texts if t)
     if isinstance(content, dict):
         return json.dumps(content)
@@ -116,7 +116,7 @@ def _chat_turn(role: str, texts: list[str], calls: list[dict[str, Any]],
 
 def _anthropic_to_chat(body: dict[str, Any]):
     messages: list[dict[str, Any]] = []
-    system = _text_of(body.get("system"))
+    system = text_of(body.get("system"))
     if system:
         messages.append({"role": "system", "content": system})
     for message in body.get("messages") or []:
@@ -134,7 +134,7 @@ def _anthropic_to_chat(body: dict[str, Any]):
                               "function": {"name": block["name"],
                                            "arguments": json.dumps(block.get("input") or {})}})
             elif kind == "tool_result":
-                result = _text_of(block.get("content"))
+                result = text_of(block.get("content"))
                 if block.get("is_error"):
                     result = f"[error] {result}"
                 messages.append({"role": "tool", "tool_call_id": block["tool_use_id"],
@@ -148,7 +148,7 @@ def _anthropic_to_chat(body: dict[str, Any]):
 def _responses_to_chat(body: dict[str, Any]):
     messages: list[dict[str, Any]] = []
     if body.get("instructions"):
-        messages.append({"role": "system", "content": _text_of(body["instructions"])})
+        messages.append({"role": "system", "content": text_of(body["instructions"])})
     items = body.get("input")
     if isinstance(items, str):
         items = [{"role": "user", "content": items}]
@@ -156,7 +156,7 @@ def _responses_to_chat(body: dict[str, Any]):
         kind = item.get("type", "message")
         if kind == "message":
             role = {"developer": "system"}.get(item.get("role"), item.get("role", "user"))
-            messages.append({"role": role, "content": _text_of(item.get("content"))})
+            messages.append({"role": role, "content": text_of(item.get("content"))})
         elif kind in ("function_call", "custom_tool_call"):
             arguments = item.get("arguments", item.get("input", ""))
             call = {"id": item["call_id"], "type": "function",
@@ -168,7 +168,7 @@ def _responses_to_chat(body: dict[str, Any]):
                 messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
         elif kind in ("function_call_output", "custom_tool_call_output"):
             messages.append({"role": "tool", "tool_call_id": item["call_id"],
-                             "content": _text_of(item.get("output"))})
+                             "content": text_of(item.get("output"))})
     tools = [_chat_tool(t["name"], t.get("description", ""), t.get("parameters"))
              for t in body.get("tools") or [] if t.get("type") == "function"]
     return messages, tools, body.get("max_output_tokens"), body.get("temperature")
@@ -178,7 +178,7 @@ def _gemini_to_chat(body: dict[str, Any]):
     messages: list[dict[str, Any]] = []
     system = body.get("systemInstruction") or body.get("system_instruction")
     if system:
-        messages.append({"role": "system", "content": _text_of((system or {}).get("parts"))})
+        messages.append({"role": "system", "content": text_of((system or {}).get("parts"))})
     pending: dict[str, list[str]] = {}  # function name -> ids of calls not answered yet
     for content in body.get("contents") or []:
         role = "assistant" if content.get("role") == "model" else "user"
@@ -222,6 +222,6 @@ def turn_of_chat(body: dict[str, Any]) -> Turn:
         calls.append(ToolCall(call["function"]["name"], arguments, call.get("id") or
                               new_id("call_")))
     usage = usage_of(OPENAI_CHAT, body)
-    return Turn(text=_text_of(message.get("content")), tool_calls=calls,
+    return Turn(text=text_of(message.get("content")), tool_calls=calls,
                 input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
                 model=str(body.get("model", "")))

@@ -34,7 +34,8 @@ Each record is also handed to ``on_record``: a run's driver session makes it an 
 event of events.jsonl (a2rl.llm.drivers.call_event).
 
 ``outcome`` is ok, upstream_error (the provider answered >= 400), connection_error (it could not
-be reached), budget_exhausted, unauthorized, bad_request, unsupported or client_closed.
+be reached), budget_exhausted, unauthorized, bad_request, unsupported or client_closed (the
+agent closed the stream, or the run ended while the local driver's server was still answering).
 
 The driver's settings, the route and the upstream URL and headers are ``a2rl.llm.upstream``'s;
 the server is ``a2rl.llm.loopback``'s.
@@ -94,6 +95,9 @@ class CallLog:
         self.tokens = 0
         self.cost_usd = 0.0
         self.exhausted = False
+        # set by the harness when the run is over and it stops the driver's own server (the
+        # local driver): a call cut by that is the run's end, not the provider's failure
+        self.run_ended = False
         self._lock = threading.Lock()
 
     def record(self, **fields: Any) -> dict[str, Any]:
@@ -308,7 +312,10 @@ def create_app(settings: ProxySettings, log: CallLog, dummy_key: str) -> FastAPI
     def _unreachable(protocol: str, fields: dict[str, Any], started: float,
                      err: Exception) -> JSONResponse:
         message = f"the driver's API could not be reached: {type(err).__name__}: {err}"
-        log.record(**fields, status=502, outcome="connection_error",
+        outcome = "connection_error"
+        if log.run_ended:
+            outcome, message = "client_closed", f"the run ended before the reply ({message})"
+        log.record(**fields, status=502, outcome=outcome,
                    latency_s=round(time.monotonic() - started, 3), error=message[:500])
         return JSONResponse(render_error(protocol, 502, message, "api_error"), 502)
 

@@ -1,4 +1,6 @@
-"""Taking an agent CLI's transcript out of the run's agent folder once the agent has exited.
+"""Taking an agent CLI's transcript out of the run's agent folder once the agent has exited
+(``take_transcript``), or reading it as it grows while the agent runs (``transcript_text``, for
+the live view: the folder is left as it is).
 
 The agent folder is the agent's own (mounted read-write into the sandbox), so what is in it is
 read through ``a2rl.common.beneath``: a transcript the agent swapped for a link (to the sealed
@@ -40,3 +42,20 @@ def take_transcript(agent_dir: Path, name: str, dest: Path,
         return False
     (Path(agent_dir) / name).unlink(missing_ok=True)
     return True
+
+
+def transcript_text(agent_dir: Path, name: str,
+                    convert: Optional[Callable[[bytes], str]] = None) -> Optional[str]:
+    """``agent_dir/name`` as JSON lines (as it is, or as ``convert`` turns its bytes into
+    them), read through the same checks as ``take_transcript`` and left in place; None when
+    there is none yet or it was refused or could not be read (a line the CLI is writing may
+    be cut: readers skip a torn line)."""
+    try:
+        raw = read_file(agent_dir, name, MAX_TRANSCRIPT_BYTES)
+        return convert(raw) if convert else raw.decode("utf-8", errors="replace")
+    except Refused as err:
+        if err.status != 404:
+            log.warning("the agent's transcript was not read: %s", err)
+    except ValueError as err:
+        log.warning("the agent's transcript %s could not be read: %s", name, err)
+    return None

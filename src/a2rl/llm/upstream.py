@@ -23,6 +23,9 @@ PROVIDER_PROTOCOLS: dict[str, frozenset[str]] = {
     "openai": frozenset({OPENAI_CHAT, OPENAI_RESPONSES}),
     "gemini": frozenset({GEMINI}),
     "openai_compatible": frozenset({OPENAI_CHAT, OPENAI_RESPONSES}),
+    # the local driver's servers: chat completions (vLLM's responses API is left out, so every
+    # agent meets the same server, the CPU one included; a2rl.llm.local_driver)
+    "local": frozenset({OPENAI_CHAT}),
     "replay": frozenset(PROTOCOLS),
 }
 ANTHROPIC_VERSION = "2023-06-01"

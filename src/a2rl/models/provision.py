@@ -11,6 +11,7 @@ import random
 import shutil
 from pathlib import Path
 
+from a2rl.common.progress import progress
 from a2rl.config.types import ModelConfig
 from a2rl.models.hf_folder import (
     PYTORCH_WEIGHTS,
@@ -161,9 +162,11 @@ def convert_smollm2(dest: Path) -> Path:
     if is_complete_model(dest):
         return dest
     gguf = _smollm2_gguf_path()
+    steps = progress(total=3, desc="convert SmolLM2", unit="step")  # read, rebuild, save
     gguf_model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
                                                       dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    steps.update()
     # save_pretrained refuses a model loaded from GGUF: rebuild a plain one from its config.
     config = gguf_model.config
     if hasattr(config, "quantization_config"):
@@ -176,6 +179,7 @@ def convert_smollm2(dest: Path) -> Path:
         raise RuntimeError(f"converting {gguf}: missing {missing[:5]}, unexpected {unexpected[:5]}")
     model.tie_weights()
     model.eval()
+    steps.update()
     tokenizer.model_max_length = config.max_position_embeddings
     for key in ("is_local", "local_files_only"):  # loading flags, not tokenizer settings
         tokenizer.init_kwargs.pop(key, None)
@@ -186,6 +190,8 @@ def convert_smollm2(dest: Path) -> Path:
     with atomic_dir(dest) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+    steps.update()
+    steps.close()
     return dest
 
 

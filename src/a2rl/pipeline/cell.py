@@ -50,7 +50,7 @@ def run_cell(overrides: Sequence[str], run_json: Path, inputs: Iterable[os.PathL
     (InfraFailed) fails the job, so that Snakemake retries it, while attempts are left
     (``attempt`` <= ``infra_retries``); the last attempt keeps the infra_failed run.json and
     finishes the cell with it. Two logs, so that a retry that keeps the run keeps its log."""
-    from a2rl.pipeline.cli import run_stages
+    from a2rl.pipeline.jobs import run_stages
     from a2rl.pipeline.runner import InfraFailed
 
     kept = finished_run(run_json, inputs)

@@ -9,14 +9,26 @@
     a2rl narrate --driver NAME [OVERRIDES...] optional LLM-written narrative of one run
     a2rl doctor [--json] [grid=NAME] [OVERRIDES...]
                                             can this machine run the grid? (a2rl.pipeline.doctor)
+    a2rl doctor --llm [--no-calls] [--json] [grid=NAME] [OVERRIDES...]
+                                            keys, agent CLIs, data, GPU, grading budgets and
+                                            the API spend of the grid (a2rl.pipeline.preflight)
+    a2rl plan [--json] [grid=NAME] [OVERRIDES...]
+                                            the grid's estimated API spend (a2rl.pipeline.spend)
     a2rl tasks [--json] [OVERRIDES...]      the installed tasks: level, metric, data status
     a2rl agents [--json]                    the installed agents and agent stacks, with status
+    a2rl data status|fetch|export ...       the tasks' official data (a2rl.data.command)
     a2rl new task NAME [--interactive] [--dir DIR]
                                             a task plugin package to fill in (pipeline/scaffold.py)
     a2rl new agent NAME [--dir DIR]         an agent plugin package to fill in (same)
     a2rl score TASK --replies FILE          score replies without a model (a2rl.grading.score)
     a2rl score TASK ARGS...                 the task's own scorer, e.g. alpacaeval --annotations
+    a2rl status [RESULTS | grid=NAME] [--json] [--watch]
+                                            every cell of a grid as it runs (a2rl.analysis.status)
+    a2rl view [RESULTS | grid=NAME] [--port N]
+                                            the report, live, on localhost (a2rl.report.live)
     a2rl submit PATH | a2rl status          inside a workspace: talk to this run's grader
+    a2rl timeline [LOG] [--out FILE]        where a grid's wall time went (a2rl.analysis)
+    a2rl compare BEFORE AFTER [--only CELL] two results trees, field by field (compare_runs.py)
 
 OVERRIDES are Hydra's (``task=gsm8k budget=ci task.params.test_size=50``); see conf/.
 ``a2rl run`` is a Hydra app, so ``--cfg job`` prints the composed config, ``--help`` lists the
@@ -31,21 +43,16 @@ Imports stay lazy: ``a2rl submit`` runs inside the sandbox and needs only the st
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import logging
 import os
 import sys
-import traceback
-from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+
+from a2rl.pipeline.jobs import STAGES, run_leaderboard, run_report, run_stages, stage_function
 
 log = logging.getLogger("a2rl")
-
-# the per-cell stages of a2rl.pipeline.stages, in the order `a2rl run` calls them
-STAGES = ("prepare_model", "prepare_task", "measure_baseline", "run_agent", "final_grade",
-          "summarize_run", "export_model")
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 USAGE = """usage: a2rl COMMAND [ARGS...]
 
@@ -68,12 +75,25 @@ commands:
                                    check this machine for a grid (default quick) in about a
                                    minute: sandbox, agents' Python, model, precision, timed
                                    training and generation, each cell's predicted plan
+  doctor --llm [--no-calls] [--json] [grid=NAME] [OVERRIDES...]
+                                   pre-flight of the grid's LLM cells and paid graders, in
+                                   seconds: each driver's and judge's key set and answering a
+                                   one-token call (--no-calls: only set), agent CLIs at their
+                                   pins, task data, GPU and vLLM where asked, grading caps
+                                   against submission limits; then the API spend estimate
+  plan [--json] [grid=NAME] [OVERRIDES...]
+                                   the grid's estimated API spend (drivers, judges, search)
+                                   from its budgets and prices, assumptions stated; exit 1
+                                   when a run's grading cap does not fund its submissions
   tasks [--json] [OVERRIDES...]    the task ids the installed task plugins provide, with
                                    level, metric, data status and package; broken plugins
                                    with their package and problem (exit 1)
   agents [--json]                  the installed agents and agent stacks (plugins): name,
                                    kind, package and status; broken plugins with their
                                    package and problem (exit 1)
+  data status [--json] | fetch NAME... [--mirror URL] [--from DIR] [--accept-unpinned]
+       | export DIR [NAME...]      the tasks' official data under paths.data: what is
+                                   installed and missing; download and verify it; copy it
   new task NAME [--interactive] [--dir DIR]
                                    write a working task plugin package (a tiny static task,
                                    or an interactive one) to install and fill in
@@ -85,117 +105,24 @@ commands:
   score TASK ARGS...               a task's own scorer (a2rl_tasks.<task>.score), e.g.
                                    alpacaeval --annotations FILE: AlpacaEval 2.0's metrics of
                                    alpaca_eval judge annotations, as one JSON object
+  status [RESULTS | grid=NAME [OVERRIDES...]] [--json] [--watch]
+                                   every cell of a grid's results folder while it runs:
+                                   state, elapsed/budget, submissions, best score, last
+                                   event, cost (reads the run folders, never a grader)
+  view [RESULTS | grid=NAME [OVERRIDES...]] [--port N]
+                                   serve the report on http://127.0.0.1:N/, its pages
+                                   following the running cells (read-only)
   submit PATH                      (in a workspace) submit a model folder to the grader
-  status                           (in a workspace) the grader's view of this run
+  status                           (in a workspace, where A2RL_GRADER_URL is set) the
+                                   grader's view of this run
+  timeline [LOG] [--out FILE]      each job of a Snakemake log (default: the newest under
+                                   .snakemake/log/) with its seconds, per rule and in all
+  compare BEFORE AFTER [--only CELL]
+                                   two results trees of one grid, record by record, times and
+                                   run identifiers aside (exit 1 when a field differs)
 
 OVERRIDES are Hydra overrides of conf/config.yaml, e.g. task=gsm8k agent=sft seed=1.
 """.format(stages=", ".join(STAGES))
-
-
-def stage_function(name: str):
-    """The function of ``a2rl.pipeline.stages`` called ``name`` (one of STAGES)."""
-    if name not in STAGES:
-        raise ValueError(f"unknown stage {name!r}; expected one of {', '.join(STAGES)}")
-    from a2rl.pipeline import stages
-
-    return getattr(stages, name)
-
-
-@contextlib.contextmanager
-def log_output(path: os.PathLike | str | None) -> Iterator[None]:
-    """Send this process's stdout and stderr (file descriptors 1 and 2, so child processes and
-    native libraries too) and the ``logging`` records to ``path`` while the block runs. An
-    exception is written to the log and then raised as usual. ``None``: change nothing."""
-    if path is None:
-        _configure_logging()
-        yield
-        return
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = os.dup(1), os.dup(2)
-    try:
-        with path.open("w") as fh:
-            os.dup2(fh.fileno(), 1)
-            os.dup2(fh.fileno(), 2)
-            _configure_logging()
-            try:
-                yield
-            except BaseException:
-                traceback.print_exc()
-                raise
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-    finally:
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        os.close(saved[0])
-        os.close(saved[1])
-
-
-def _configure_logging() -> None:
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, stream=sys.stderr)
-
-
-def run_stages(names: Sequence[str], overrides: Sequence[str], log_path: str | None = None,
-               expect: Iterable[os.PathLike | str] = ()) -> list[Any]:
-    """Compose the cell of ``overrides`` once and run the stages ``names`` on it in order,
-    logging to ``log_path``; returns what each returned. ``expect``: files the stages must have
-    written (a Snakemake rule's outputs); their absence means the rule's paths and
-    ``a2rl.common.layout`` disagree, which is an error."""
-    from a2rl.config.compose import compose
-    from a2rl.pipeline.agent_settings import check_settings
-
-    functions = [stage_function(name) for name in names]
-    results = []
-    with log_output(log_path):
-        cfg = check_settings(compose(overrides))
-        for name, function in zip(names, functions, strict=True):
-            log.info("stage %s: %s", name, " ".join(overrides))
-            results.append(function(cfg))
-            log.info("stage %s done", name)
-        missing = [str(p) for p in expect if not Path(p).exists()]
-        if missing:
-            raise RuntimeError(f"stages {', '.join(names)} finished without writing {missing}; "
-                               f"the workflow's output paths and a2rl.common.layout disagree")
-    return results
-
-
-def run_leaderboard(overrides: Sequence[str], run_roots: Iterable[os.PathLike | str],
-                    log_path: str | None = None):
-    """Build the leaderboard of ``run_roots`` where the config of ``overrides`` puts results."""
-    from a2rl.common.layout import Layout
-    from a2rl.config.compose import compose
-    from a2rl.pipeline.stages import build_leaderboard
-
-    with log_output(log_path):
-        layout = Layout.from_paths(compose(overrides).paths)
-        roots = [Path(r) for r in run_roots]
-        board = build_leaderboard(roots, layout)
-        log.info("leaderboard of %d runs, %d rows: %s", len(roots), len(board),
-                 layout.leaderboard_csv)
-    return board
-
-
-def run_report(overrides: Sequence[str], run_roots: Iterable[os.PathLike | str],
-               log_path: str | None = None, leaderboard: bool = True) -> Path:
-    """Build the HTML report of ``run_roots`` (after the leaderboard, unless ``leaderboard``
-    is false: the workflow builds that in its own rule); returns index.html."""
-    from a2rl.common.layout import Layout
-    from a2rl.config.compose import compose
-    from a2rl.pipeline.stages import build_leaderboard, build_report
-
-    with log_output(log_path):
-        layout = Layout.from_paths(compose(overrides).paths)
-        roots = [Path(r) for r in run_roots]
-        if leaderboard:
-            build_leaderboard(roots, layout)
-        index = build_report(roots, layout)
-        log.info("report of %d runs: %s", len(roots), index)
-    return index
 
 
 def run_cell(cfg) -> None:
@@ -335,33 +262,43 @@ def _narrate(args: list[str]) -> int:
 
 
 def _doctor(args: list[str]) -> int:
-    from a2rl.pipeline.doctor import main as doctor
-
-    return doctor(args)
+    if "--llm" in args:  # the pre-flight of LLM cells and paid graders
+        return importlib.import_module("a2rl.pipeline.preflight").main(args)
+    return _delegate("doctor")(args)
 
 
 def _score(args: list[str]) -> int:
+    from a2rl.config.compose import compose
     from a2rl.grading import score
 
-    return score.main(args)
+    return score.main(args, compose)
 
 
-def _new(args: list[str]) -> int:
-    from a2rl.pipeline.scaffold import main as new
-
-    return new(args)
-
-
-def _tasks(args: list[str]) -> int:
-    from a2rl.task.listing import main as tasks
-
-    return tasks(args)
+def in_workspace() -> bool:
+    """Whether this process runs as an agent, in a workspace: the harness gives an agent its
+    grader's address (A2RL_GRADER_URL) and nothing else has it. There `a2rl status` asks the
+    run's grader; on the host it reads a grid's results folder (a2rl.analysis.status). The
+    sandbox's own `a2rl` is the grader client alone (a2rl.pipeline.runner.write_tools); this
+    keeps the same answer for an agent that runs the project's command there."""
+    return bool(os.environ.get("A2RL_GRADER_URL"))
 
 
-def _agents(args: list[str]) -> int:
-    from a2rl.pipeline.agent_plugins import main as agents
+# commands whose module's main(args) does the work, imported only when the command runs (every
+# command imports this module: `a2rl submit` and `--help` too, which need none of them)
+DELEGATED = {
+    "doctor": "a2rl.pipeline.doctor", "new": "a2rl.pipeline.scaffold",
+    "plan": "a2rl.pipeline.spend",
+    "tasks": "a2rl.task.listing", "agents": "a2rl.pipeline.agent_plugins",
+    "status": "a2rl.analysis.status", "view": "a2rl.report.live", "data": "a2rl.data.command",
+    # tools over finished grids
+    "timeline": "a2rl.analysis.grid_timeline", "compare": "a2rl.analysis.compare_runs",
+}
 
-    return agents(args)
+
+def _delegate(command: str):
+    def handler(args: list[str]) -> int:
+        return importlib.import_module(DELEGATED[command]).main(args)
+    return handler
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -370,16 +307,16 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE, end="", file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
-    if command in ("submit", "status"):
+    if command == "submit" or (command == "status" and in_workspace()):
         from a2rl.grading import client
 
         return client.main(argv)
     if command == "run":
         return _run_app(rest)
     handlers = {"stage": _stage, "leaderboard": _leaderboard, "report": _report,
-                "narrate": _narrate, "doctor": _doctor, "score": _score, "tasks": _tasks,
-                "agents": _agents,
-                "new": _new}
+                "narrate": _narrate, "score": _score,
+                **{name: _delegate(name) for name in DELEGATED},
+                "doctor": _doctor}
     if command not in handlers:
         print(f"a2rl: unknown command {command!r}\n\n{USAGE}", end="", file=sys.stderr)
         return 2

@@ -23,10 +23,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from a2rl.common import machine_load
 from a2rl.common.hardware import AGENT_DEVICE, describe, one_line, resolve_precision
 from a2rl.common.layout import Layout
 from a2rl.config.compose import cell_overrides, compose, grid_cells, grid_overrides
 from a2rl.config.types import DEFAULT_GRID, RunConfig
+from a2rl.data.install import grid_data_problems
 from a2rl.isolation import agent_python
 from a2rl.pipeline.agent_settings import agent_settings, check_settings
 from a2rl.pipeline.timings import Rates, decode_step_s, measure
@@ -264,10 +266,14 @@ def diagnose(grid: str = DEFAULT_GRID, extra: list[str] | None = None) -> dict[s
     venv = agent_python.agent_python_dir(Layout.from_paths(cells[0].paths).resources)
     python_check = check_agent_python(venv)
     checks = [check_sandbox(cells[0].sandbox, venv if python_check.ok else None), python_check]
+    data_problems = grid_data_problems(cells)
+    checks.append(Check("data", not data_problems,
+                        "; ".join(data_problems) or "every task's data is present"))
     model_dir, model_check = ensure_model(cells[0])
     checks.append(model_check)
     train_p = resolve_precision(cells[0].agent.precision, AGENT_DEVICE)
     infer_p = resolve_precision(cells[0].task.inference.precision)
+    load = machine_load.sample()  # before the timing, which loads the cores itself
     rates = measure(model_dir, train_p, infer_p)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     # the rates are the timed model's: cells on another model are listed, not predicted
@@ -285,8 +291,27 @@ def diagnose(grid: str = DEFAULT_GRID, extra: list[str] | None = None) -> dict[s
             "cells": [asdict(p) for p in plans], "baselines_s": baselines,
             "predicted_grid_s": round(sum(p.predicted_s for p in plans)
                                       + sum(baselines.values())),
-            "ok": all(c.ok for c in checks) and not any(p.advice for p in plans),
+            **timing_verdict(load, all(c.ok for c in checks), not any(p.advice for p in plans)),
             "seconds": round(time.monotonic() - started, 1)}
+
+
+def timing_verdict(load: machine_load.Load, checks_ok: bool, plans_fit: bool
+                   ) -> dict[str, Any]:
+    """The report's load, whether its timings can be trusted, and its verdict. On a busy
+    machine (other work on the cores, ``machine_load``) the timings run slow, so the verdict
+    says they are unreliable, and a plan that does not fit says it may fit on idle cores."""
+    reliable = not load.busy
+    if not checks_ok:
+        verdict = "see FAIL lines above"
+    elif plans_fit:
+        verdict = "ready" + ("" if reliable else "; timings UNRELIABLE (a busy machine, see "
+                             "load): the predictions are likely too long")
+    else:
+        verdict = "see change lines above" + ("" if reliable else (
+            "; but the timings are UNRELIABLE (a busy machine, see load): these plans may "
+            "fit on idle cores, so run `a2rl doctor` again there before changing them"))
+    return {"load": load.to_dict() | {"text": load.describe()}, "timings_reliable": reliable,
+            "verdict": verdict, "ok": checks_ok and plans_fit}
 
 
 def render(report: dict[str, Any]) -> str:
@@ -295,6 +320,8 @@ def render(report: dict[str, Any]) -> str:
     for c in report["checks"]:
         lines.append(f"{'ok  ' if c['ok'] else 'FAIL'}      {c['name']}: {c['detail']}")
     r = report["rates"]
+    lines.append(f"load      {report['load']['text']}"
+                 + ("" if report["timings_reliable"] else " -> timings below UNRELIABLE"))
     lines.append(f"timed     training step {r['train_s_per_token'] * 1e3:.3f} ms/token "
                  f"+ {r['optimizer_s']:.2f}s AdamW (8 x 400 tokens: "
                  f"{r['train_s_per_token'] * 3200 + r['optimizer_s']:.1f}s); prompt pass "
@@ -310,8 +337,7 @@ def render(report: dict[str, Any]) -> str:
                                           for task, s in report["baselines_s"].items()))
     lines.append(f"grid      predicted {report['predicted_grid_s'] / 60:.0f} min for the baselines "
                  f"and cells (plus preparing the tasks); doctor took {report['seconds']:.0f}s")
-    lines.append("verdict   " + ("ready" if report["ok"] else
-                                 "see FAIL and change lines above"))
+    lines.append(f"verdict   {report['verdict']}")
     return "\n".join(lines)
 
 

@@ -27,6 +27,11 @@ class PipelineHarness:
     def folder_hash(self, folder: Path) -> str:
         return content_hash(folder)
 
+    def driver(self, name: str) -> DriverConfig:
+        from a2rl.config.compose import compose
+
+        return compose([f"driver={name}"]).driver
+
     def recording_proxy(self, driver: DriverConfig, calls_log: Path, max_usd: float | None,
                         timeout_s: float) -> LLMProxy:
         key = os.environ.get(driver.api_key_env) if driver.api_key_env else None

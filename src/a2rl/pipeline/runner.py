@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any, Optional
 
 from a2rl.common.clock import BudgetClock
+from a2rl.common.contract import render_description
 from a2rl.common.events import EventLog
-from a2rl.common.files import iter_jsonl, read_json, utc_now
+from a2rl.common.files import iter_jsonl, read_json, utc_now, write_json_atomic
 from a2rl.common.hardware import AGENT_DEVICE, describe, one_line, resolve_precision
 from a2rl.common.layout import Layout, RunPaths
 from a2rl.common.plugins import PluginError
 from a2rl.common.records import LedgerEntry, RunRecord, read_ledger
-from a2rl.config.types import RunConfig
+from a2rl.config.types import RunConfig, config_record
 from a2rl.grading.ledger import grading_totals
 from a2rl.grading.recording import CodeRecorder, record_final_code
 from a2rl.isolation.agent_python import AgentPythonMissing, agent_python_dir, interpreter
@@ -26,18 +27,18 @@ from a2rl.isolation.limits import GIB, ResourceLimits, confine, limits_of
 from a2rl.isolation.procs import ProcessOutcome, run_until
 from a2rl.isolation.quota import DiskGuard, guard_disk, quota_of, unmount_below
 from a2rl.isolation.sandbox import HOME, TOOLS, Sandbox
-from a2rl.isolation.workspace import make_writable, provision_workspace, render_description
+from a2rl.isolation.workspace import make_writable, provision_workspace
 from a2rl.llm.drivers import DriverKeyMissing, StackRun, check_driver, driver_session
+from a2rl.llm.local_driver import LocalServerFailed
 from a2rl.llm.proxy import LLMProxy, llm_totals
 from a2rl.llm.stacks import AgentNotInstalled
 from a2rl.pipeline.agent_plugins import agent_scripts
 from a2rl.pipeline.agent_settings import settings_env
 from a2rl.pipeline.grader_process import GraderSpec
 from a2rl.pipeline.network import network_record, network_session, proxy_socket
+from a2rl.pipeline.spend import check_grading_budget
 from a2rl.pipeline.supervisor import GraderDied, GraderSupervisor
 from a2rl.task.base import Task
-
-SUBMIT_COMMAND = "a2rl submit"  # how description.md tells the agent to submit
 
 
 def feedback_split(cfg: RunConfig, prepared) -> tuple[str, Path]:
@@ -152,7 +153,7 @@ INFRA_ERRORS: tuple[tuple[type[BaseException], str], ...] = (
     (DriverKeyMissing, "missing_key"), (AgentNotInstalled, "agent_not_installed"),
     (AgentPythonMissing, "agent_not_installed"),  # the agents' Python environment
     (PluginError, "agent_not_installed"),  # the agent's plugin is missing or broken
-    (GraderDied, "grader_died"),
+    (GraderDied, "grader_died"), (LocalServerFailed, "local_server_failed"),
     (MemoryError, "harness_oom"))
 # calls that failed on the provider's side (not the agent's request): an outage when they end
 # a run that did not finish
@@ -166,6 +167,7 @@ def execute(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pat
     (missing key, agent CLI not installed, the grader or the harness itself failing, the
     driver's provider down) writes run.json with status infra_failed and raises InfraFailed."""
     fresh_run_dir(run)
+    write_json_atomic(run.config, config_record(cfg))  # for readers while it runs
     started = utc_now()
     try:
         record = run_cell(cfg, task, run, prepared, base_model, baseline)
@@ -224,6 +226,9 @@ def run_cell(cfg: RunConfig, task: Task, run: RunPaths, prepared, base_model: Pa
     stack_run = StackRun.prepare(cfg, run) if cfg.agent.stack else None
     scripts = agent_scripts(cfg)  # so is a reference agent's plugin
     python = agent_python(cfg)
+    # after the machine's own checks (they need no task): a paid judge's cap funds the
+    # submissions allowed
+    check_grading_budget(cfg, task)
     split_name, split = feedback_split(cfg, prepared)
     cell = set_up_cell(cfg, run, split_name, stack_run, python, scripts)
     description = task_description(cell, task)
@@ -282,29 +287,21 @@ def set_up_cell(cfg: RunConfig, run: RunPaths, split_name: str,
 
 
 def task_description(cell: Cell, task: Task) -> str:
-    """description.md: the task's text with the run's budget, hardware and paths filled in."""
+    """description.md: the task's own part inside the agent's contract
+    (a2rl.common.contract), with the run's budget, hardware and paths as its values."""
     cfg, view, limits = cell.cfg, cell.sandbox.workspace_view, cell.limits
+    quota = quota_of(cfg.budget)  # a2rl.isolation.quota: the disk rule, where there is one
     return render_description(task.description(), {
         "memory_gb": round(limits.memory_bytes / GIB, 1), "max_processes": limits.max_processes,
-        "tmpfs_gb": round(limits.tmpfs_bytes / GIB, 1), "disk_rule": disk_rule(cfg),
+        "tmpfs_gb": round(limits.tmpfs_bytes / GIB, 1),
+        "disk_gb": None if quota is None else f"{round(quota.bytes / GIB, 1):g}",
+        "disk_files": None if quota is None else quota.files,
         "hardware": one_line(cell.hardware), "precision": cell.hardware["precision"]["agent"],
         "time_limit_min": round(cfg.budget.time_limit_s / 60, 1),
-        "eval_note": "" if cfg.budget.count_eval_time else " (evaluation time not counted)",
+        "count_eval_time": cfg.budget.count_eval_time,
         "max_submissions": cfg.budget.max_submissions, "feedback": cell.split_name,
-        "workspace": view, "submit_command": SUBMIT_COMMAND,
-        "grader_url": "$A2RL_GRADER_URL", "base_model": f"{view}/base_model",
+        "workspace": view, "grader_url": "$A2RL_GRADER_URL", "base_model": f"{view}/base_model",
         "data_dir": f"{view}/data"})
-
-
-def disk_rule(cfg: RunConfig) -> str:
-    """description.md's rule on the disk quota (a2rl.isolation.quota), if there is one."""
-    quota = quota_of(cfg.budget)
-    if quota is None:
-        return ""
-    return (f"\n- `code/` and `output/` together may hold **{round(quota.bytes / GIB, 1):g} "
-            f"GiB** in **{quota.files}** files and folders: past that a write fails with "
-            "`No space left on device` or, where the machine cannot make that a file "
-            "system's limit, your processes are stopped.")
 
 
 def grader_spec(cell: Cell, split: Path, base_model: Path,
@@ -324,7 +321,8 @@ def serve_and_run_agent(cell: Cell, grader: GraderSupervisor, description: str
     wait for the last evaluation and record the agent's final code."""
     cfg, sandbox = cell.cfg, cell.sandbox
     with grader, driver_session(cfg, cell.run, cell.events,
-                           proxy_socket(sandbox, cell.grader_dir)) as proxy, \
+                                proxy_socket(sandbox, cell.grader_dir),
+                                local_driver_model(cfg)) as proxy, \
             network_session(cfg, sandbox, cell.run, cell.grader_dir,
                             proxy.port if proxy else None, cell.events) as network_env:
         env = agent_env(cfg, sandbox, f"unix:{sandbox.grader_dir_view}/grader.sock",
@@ -335,6 +333,17 @@ def serve_and_run_agent(cell: Cell, grader: GraderSupervisor, description: str
     record_final_code(CodeRecorder(cell.run.code_repo, cell.run.workspace), cell.events,
                       outcome.exit_code)
     return outcome, proxy
+
+
+def local_driver_model(cfg: RunConfig) -> Optional[Path]:
+    """The local driver's model folder, provisioned under resources/models/ like a base model
+    (None for other drivers)."""
+    if cfg.driver.provider != "local":
+        return None
+    from a2rl.models.provision import prepare_base_model
+
+    serve = cfg.driver.serve.model
+    return prepare_base_model(serve, Layout.from_paths(cfg.paths).model(serve.name))
 
 
 def agent_command(cell: Cell, proxy: Optional[LLMProxy], description: str,
@@ -358,8 +367,11 @@ def run_in_sandbox(cell: Cell, command: list[str], env: dict[str, str],
         clock.pause_agent_with(confinement.pause, confinement.resume)
         clock.start()
         grader.clock_started()
+        # the budget too: `a2rl status` reads it while the run goes on (a2rl.analysis.status)
         events.emit("agent_start", agent=cfg.agent.name, driver=cfg.driver.name,
                     sandbox=cfg.sandbox, network=cfg.agent.network, command=command,
+                    time_limit_s=cfg.budget.time_limit_s,
+                    max_submissions=cfg.budget.max_submissions,
                     resources=resources_record(confinement.record(), cell.disk))
         # a used-up LLM budget ends the agent like the time budget does; so does a grader
         # that died past its restarts

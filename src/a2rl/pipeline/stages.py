@@ -119,8 +119,12 @@ def measure_baseline(cfg: RunConfig) -> dict[str, Any]:
     """Score the base model on the sealed split(s); writes results/baseline/{task.id}/baseline.json
     (cached by task, model hash and split hash; never cached when it failed)."""
     from a2rl.models.hf_folder import content_hash
+    from a2rl.pipeline.spend import check_grading_budget
     layout = layout_of(cfg)
     task = load_task_of(cfg)
+    # before a paid judge grades the baseline: the runs it is for must be fundable (the
+    # runner checks each cell again)
+    check_grading_budget(cfg, task)
     prepared = layout.prepared(cfg.task.id)
     model_dir = base_model_dir(cfg)
     model_hash = content_hash(model_dir)
@@ -144,13 +148,18 @@ def _grading_hardware(cfg: RunConfig) -> dict[str, Any]:
 
 def _cached_score(layout: Layout, cfg: RunConfig, task, model_dir: Path, model_hash: str,
                   split: Path) -> dict[str, Any]:
-    """The split's score, cached by task, model, split and inference settings, with the
+    """The split's score, cached by task, model, split, inference settings and the task's own
+    grading settings (``Task.grading_settings``: an interactive task's prompt format), with the
     precision ``auto`` resolved to on this machine in the key: scores generated in different
-    precisions are never mixed up. The cached record keeps the hardware that measured it."""
+    precisions or prompts are never mixed up. The cached record keeps the hardware that
+    measured it."""
     from a2rl.common.hardware import resolve_precision
     precision = resolve_precision(cfg.task.inference.precision)
-    key = hashlib.sha256(f"{cfg.task.id}|{model_hash}|{file_hash(split)}|"
-                         f"{cfg.task.inference}|{precision}".encode()).hexdigest()[:32]
+    settings = task.grading_settings()  # the prompt format: no score reused under another
+    key = hashlib.sha256((f"{cfg.task.id}|{model_hash}|{file_hash(split)}|"
+                          f"{cfg.task.inference}|{precision}"
+                          + (f"|{json.dumps(settings, sort_keys=True)}" if settings else "")
+                          ).encode()).hexdigest()[:32]
     cache = layout.baseline_cache(key)
     if cache.exists():
         return read_json(cache) | {"cached": True}

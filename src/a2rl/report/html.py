@@ -95,9 +95,11 @@ def _board_rows(board: pd.DataFrame, links: dict[tuple, list[tuple[int, str]]],
 
 
 def index_page(board: pd.DataFrame, levels: pd.DataFrame, summaries: list[RunSummary],
-               generated: str, deviations: dict[str, str] | None = None) -> str:
+               generated: str, deviations: dict[str, str] | None = None,
+               before: str = "") -> str:
     """The index; ``deviations`` maps a task id to its deviations row's href
-    (``a2rl.analysis.deviations.task_links``), and tasks without one stay plain text."""
+    (``a2rl.analysis.deviations.task_links``), and tasks without one stay plain text.
+    ``before``: HTML put ahead of the leaderboard (the live view's table of every cell)."""
     links: dict[tuple, list[tuple[int, str]]] = {}
     for s in summaries:
         links.setdefault((s.grid, s.task, s.agent, s.driver), []).append((s.seed, s.slug))
@@ -111,7 +113,7 @@ def index_page(board: pd.DataFrame, levels: pd.DataFrame, summaries: list[RunSum
             f"{esc(', '.join(sorted({s.grid for s in summaries})) or '–')}; generated "
             f"{esc(generated)}. Scores are "
             "test scores of each run's selected submission (0-100); intervals are 95 % "
-            "bootstrap intervals over seeds.</p>",
+            "bootstrap intervals over seeds.</p>", before,
             "<h2 id=\"leaderboard\">Leaderboard</h2>"]
     if board.empty:
         body.append("<p>No summarized runs yet.</p>")
@@ -163,6 +165,13 @@ def trajectory_csv(summary: RunSummary) -> str:
     return out.getvalue()
 
 
+def index_figures(board: pd.DataFrame, summaries: list[RunSummary], plots: Path) -> None:
+    """The index's two figures (``board``: the leaderboard of ``summaries``) drawn into
+    ``plots``."""
+    leaderboard_svg(board, plots / "leaderboard.svg")
+    budget_curves_svg(curves_frame(summaries), plots / "budget_curves.svg")
+
+
 def build_report(run_roots: Iterable[Path], layout: Layout,
                  out: Path | None = None) -> Path:
     """Write the report of ``run_roots`` to ``out`` (default results/report); returns
@@ -174,10 +183,8 @@ def build_report(run_roots: Iterable[Path], layout: Layout,
     for sub in ("runs", "plots", "trajectories"):
         shutil.rmtree(out / sub, ignore_errors=True)
         (out / sub).mkdir(parents=True, exist_ok=True)
-    board = leaderboard_frame(summaries)
-    levels = level_frame(summaries)
-    leaderboard_svg(board, out / "plots" / "leaderboard.svg")
-    budget_curves_svg(curves_frame(summaries), out / "plots" / "budget_curves.svg")
+    board, levels = leaderboard_frame(summaries), level_frame(summaries)
+    index_figures(board, summaries, out / "plots")
     for s in summaries:
         name = s.slug
         trajectory_svg(s, out / "plots" / f"{name}.svg")

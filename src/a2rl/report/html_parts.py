@@ -29,6 +29,8 @@ pre.diff .add { color: #1b7f3b; } pre.diff .del { color: #b00020; }
 pre.diff .hunk { color: #6f42c1; } pre.diff .file { font-weight: bold; }
 figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
 td a { white-space: nowrap; } nav a { margin-right: 1em; }
+.wide { overflow-x: auto; max-width: 100%; } .wide > table { margin: 0; }
+.wide { margin: 0.6em 0; }
 details { margin: 0.4em 0; } summary { cursor: pointer; }
 """
 
@@ -57,14 +59,16 @@ def page(title: str, body: str, depth: int = 0) -> str:
 
 def table(header: list[str], rows: list[list[str]], numeric: Iterable[int] = (),
           cls: str = "") -> str:
-    """An HTML table; cells are HTML already (escape text before)."""
+    """An HTML table; cells are HTML already (escape text before). It scrolls inside a box of
+    the page's width when it is wider (a leaderboard's many columns), so the page does not."""
     numeric = set(numeric)
     head = "".join(f"<th>{h}</th>" for h in header)
     body = "".join("<tr>" + "".join(
         f'<td class="num">{c}</td>' if i in numeric else f"<td>{c}</td>"
         for i, c in enumerate(row)) + "</tr>\n" for row in rows)
     attr = f' class="{cls}"' if cls else ""
-    return f"<table{attr}>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody>\n</table>"
+    return (f'<div class="wide"><table{attr}>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}'
+            "</tbody>\n</table></div>")
 
 
 def diff_html(text: str) -> str:

@@ -283,7 +283,8 @@ def _grading(s: RunSummary) -> list[str]:
     if not usage:
         return []
     keys = [k for k in ("calls", "cache_hits", "retries", "input_tokens", "output_tokens",
-                        "cost_usd", "judge_failed_submissions") if k in usage]
+                        "cost_usd", "judge_failed_submissions",
+                        "grading_budget_exhausted_submissions") if k in usage]
     return ["", "## Grading usage (the judge; not the agent's cost)", ""] + _table(
         keys, [[_cell(usage[k]) for k in keys]])
 

@@ -87,6 +87,9 @@ def leaderboard_svg(board, path: Path) -> Path:
     the baseline as a dashed line."""
     with plt.rc_context(STYLE):
         tasks = list(dict.fromkeys(board["task"])) if len(board) else []
+        # one colour per (agent, driver) in every panel, as in the budget curves
+        pairs = sorted(set(zip(board["agent"], board["driver"]))) if len(board) else []
+        colors = {pair: COLORS[i % len(COLORS)] for i, pair in enumerate(pairs)}
         fig, axes = plt.subplots(1, max(1, len(tasks)), figsize=(max(4.5, 3.6 * len(tasks)), 3.2),
                                  squeeze=False)
         for ax, task in zip(axes[0], tasks or [None]):
@@ -94,14 +97,14 @@ def leaderboard_svg(board, path: Path) -> Path:
                 ax.text(0.5, 0.5, "no summarized runs", ha="center", transform=ax.transAxes)
                 ax.set_axis_off()
                 continue
-            rows = board[board["task"] == task].reset_index(drop=True)
+            rows = bar_rows(board, task)
             labels = [f"{a}\n{d}" if d != "none" else a for a, d in zip(rows["agent"],
                                                                         rows["driver"])]
             means = rows["final_mean"].astype(float).tolist()
             low = [m - lo if not math.isnan(lo) else 0 for m, lo in zip(means, rows["ci_low"])]
             high = [hi - m if not math.isnan(hi) else 0 for m, hi in zip(means, rows["ci_high"])]
-            ax.bar(range(len(rows)), means, color=[COLORS[i % len(COLORS)]
-                                                   for i in range(len(rows))],
+            ax.bar(range(len(rows)), means,
+                   color=[colors[p] for p in zip(rows["agent"], rows["driver"])],
                    yerr=[low, high], capsize=4, alpha=0.85)
             base = rows["baseline"].astype(float)
             if base.notna().any():
@@ -117,6 +120,13 @@ def leaderboard_svg(board, path: Path) -> Path:
             ax.set_ylabel("final test score")
             ax.grid(axis="y", alpha=0.3)
         return _save(fig, path)
+
+
+def bar_rows(board, task: str):
+    """The leaderboard's rows of ``task`` in the bar chart's order: by agent, then driver, the
+    same in every task's panel (the leaderboard itself is in score order)."""
+    rows = board[board["task"] == task]
+    return rows.sort_values(["agent", "driver"], kind="stable").reset_index(drop=True)
 
 
 def budget_curves_svg(curves, path: Path) -> Path:

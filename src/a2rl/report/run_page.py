@@ -6,6 +6,7 @@ agent's transcript (a2rl.report.transcript_view), timeline."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 from a2rl.analysis.failures import EVENT_COLUMNS
 from a2rl.analysis.transcripts.timeline import load_stack, run_timeline
@@ -77,8 +78,11 @@ def code_revision_sections(s: RunSummary, repo: Path) -> str:
     return "\n".join(parts)
 
 
-def run_page(s: RunSummary, run: RunPaths, plot: str) -> str:
-    """The HTML of one run's page; ``plot`` is the trajectory's path relative to the page."""
+def run_page(s: RunSummary, run: RunPaths, plot: str,
+             live_transcript: Optional[tuple[str, Path]] = None) -> str:
+    """The HTML of one run's page; ``plot`` is the trajectory's path relative to the page.
+    ``live_transcript``: (stack, file) of a running LLM agent's transcript read so far
+    (a2rl.report.live), in place of the run's collected one."""
     integrity = integrity_view(s.integrity)
     title = f"{s.task} · {s.agent} · {s.driver} · seed {s.seed}"
     body = [f"<h1>{esc(title)}</h1>",
@@ -94,7 +98,7 @@ def run_page(s: RunSummary, run: RunPaths, plot: str) -> str:
             f"the baseline and the time limit.</figcaption></figure>",
             "<h2 id=\"process\">Process</h2>", _process(s),
             "<h2 id=\"route\">Route</h2>", *_route_section(s),
-            *_transcript(run),
+            *_transcript(run, live_transcript),
             "<h2 id=\"submissions\">Submissions</h2>", _submissions(s),
             "<h2 id=\"code\">Code revisions</h2>", code_revision_sections(s, run.code_repo),
             "<h2 id=\"failures\">Failures</h2>", _failures(s),
@@ -117,9 +121,9 @@ def run_page(s: RunSummary, run: RunPaths, plot: str) -> str:
     return page(title, "\n".join(body), depth=1)
 
 
-def _transcript(run: RunPaths) -> list[str]:
+def _transcript(run: RunPaths, live: Optional[tuple[str, Path]] = None) -> list[str]:
     """An LLM agent's transcript viewer (nothing for a script agent)."""
-    entries = run_timeline(run, load_stack(run))
+    entries = run_timeline(run, *live) if live else run_timeline(run, load_stack(run))
     if entries is None:
         return []
     return ["<h2 id=\"transcript\">Transcript</h2>", transcript_section(entries)]

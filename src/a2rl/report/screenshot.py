@@ -1,7 +1,6 @@
 """Screenshots of report pages with headless Chromium (Debian: chromium), as a person sees them.
 
-    python scripts/screenshot_report.py                     # results/report -> screenshots/
-    a2rl report --screenshots results/report/screenshots    # the same after building it
+    a2rl report --screenshots results/report/screenshots    # builds the report, then PNGs
 
 The browser runs with --no-sandbox (needed as root), no GPU, no network services, and a
 throw-away profile.

@@ -20,6 +20,7 @@ from a2rl.common.layout import Layout, PreparedTaskPaths
 from a2rl.common.plugins import Plugin, PluginError, find
 from a2rl.config.checks import ConfigError
 from a2rl.config.types import DriverConfig, InferenceConfig, ModelConfig, TaskConfig
+from a2rl.task import prompts
 
 
 class TaskNotImplemented(RuntimeError):
@@ -30,6 +31,12 @@ class GradingUnavailable(RuntimeError):
     """Grading could not be done for a reason outside the submission (a judge outage, a used-up
     judge budget). The grader records the submission as ``judge_failed`` and does not count it
     against the agent's submissions; a stage that must have a score fails."""
+
+
+class GradingBudgetExhausted(GradingUnavailable):
+    """The run's budget for a paid grading API (a judge's ``max_usd``) is used up: no later
+    submission can be graded in this run. The grader answers the agent so, in words of its own
+    (``grading_budget_exhausted``, a2rl.grading.answers), and takes no more submissions."""
 
 
 class RecordingProxy(Protocol):
@@ -60,11 +67,38 @@ class Harness(Protocol):
         """The content hash of a model folder (the same one submissions are keyed by)."""
         ...
 
+    def driver(self, name: str) -> DriverConfig:
+        """The composed config of driver ``name`` (conf/driver/<name>.yaml), for a judge: the
+        harness composes it, so that grading never runs Hydra itself."""
+        ...
+
     def recording_proxy(self, driver: DriverConfig, calls_log: Path, max_usd: float | None,
                         timeout_s: float) -> RecordingProxy:
         """A started proxy to ``driver`` logging to ``calls_log``; raises GradingUnavailable
         when the driver's key is not in the harness's environment."""
         ...
+
+
+@dataclass(frozen=True)
+class PaidApi:
+    """A paid API a task calls while grading one submission: an LLM judge (a conf/driver/ name:
+    its key variable and prices are the driver's) or a web search API (its key variable and
+    price per call here). The sizes are what one evaluation uses, an estimate whose basis
+    ``assumption`` states; ``max_usd`` is the run's cap on it (None: no cap). The pre-flight
+    checks its key, ``a2rl plan`` prices it, and the two check its cap against the run's
+    submission limit (a2rl.pipeline.spend)."""
+
+    kind: str  # judge | search
+    name: str = ""  # what it is called in reports: the judge's driver, the search provider
+    driver: str | None = None
+    key_env: str | None = None
+    calls_per_eval: int = 0
+    input_tokens_per_call: int = 0
+    output_tokens_per_call: int = 0
+    usd_per_call: float = 0.0
+    max_usd: float | None = None
+    cap_key: str = ""  # the config key of max_usd, for a message that says what to change
+    assumption: str = ""
 
 
 @dataclass
@@ -143,14 +177,46 @@ class Rollouts:
     env: str
     reward: str = "won"
     games: str = "games"
+    # the grader's prompt format (``PromptFormat`` fields), so that rollouts prompt as the
+    # grader does whatever the task's params chose; None: the module's PROMPT
+    prompt: dict[str, Any] | None = None
+    actions: str = "closest"  # how a reply becomes an action (prompts.parse_action), as graded
 
     def __post_init__(self):
         if self.reward not in REWARDS:
             raise ValueError(f"Rollouts.reward={self.reward!r}: expected one of {REWARDS}")
+        if self.actions not in prompts.ACTION_PROTOCOLS:
+            raise ValueError(f"Rollouts.actions={self.actions!r}: expected one of "
+                             f"{prompts.ACTION_PROTOCOLS}")
 
-    def to_dict(self) -> dict[str, str]:
-        return {"kind": "episodes", "module": self.module, "env": self.env,
-                "reward": self.reward, "games": self.games}
+    def to_dict(self) -> dict[str, Any]:
+        out = {"kind": "episodes", "module": self.module, "env": self.env,
+               "reward": self.reward, "games": self.games, "actions": self.actions}
+        return out | ({"prompt": self.prompt} if self.prompt else {})
+
+
+@dataclass
+class EpisodePromptParams:
+    """The prompt options every interactive task's params share (a base of their dataclass)."""
+
+    prompt_format: str = "append"
+    """append: a chat that only grows (each step appends the action and the next observation with
+    the actions admissible then; a model reuses each episode's KV cache); rewrite: one user turn
+    rewritten every step (the format of the baselines before 2026-12-04)."""
+    window_chars: int = 16_000
+    """append: when an episode's chat passes this many characters, its oldest steps are dropped
+    until it is under half (deterministic; the cache is rebuilt)."""
+
+    def episode_prompt(self, **fields: Any) -> prompts.PromptFormat:
+        """The task's PromptFormat with these options; a bad value is a ConfigError."""
+        if self.prompt_format not in prompts.PROMPT_STYLES:
+            raise ConfigError(f"task.params.prompt_format={self.prompt_format!r}; expected one "
+                              f"of {prompts.PROMPT_STYLES}")
+        try:
+            return prompts.PromptFormat(style=self.prompt_format,
+                                        window_chars=self.window_chars, **fields)
+        except ValueError as err:
+            raise ConfigError(f"task.params: {err}") from err
 
 
 def text_key(text: str) -> str:
@@ -189,6 +255,46 @@ def ship_package(folder: Path, init: Path, *modules: Path) -> None:
     shutil.copyfile(init, folder / "__init__.py")
     for module in modules:
         shutil.copyfile(module, folder / Path(module).name)
+
+
+def render_readme(template: Path, facts: dict[str, Any]) -> str:
+    """The README.md ``prepare`` writes into the agent's data folder: ``template`` (Jinja2,
+    beside the task's module) filled from the facts prepare produced (counts, params, the
+    grader's prompt), so that its prose stays out of the code (a2rl.common.contract). It may
+    include the benchmark's shared parts from src/a2rl/templates/, as the interactive tasks end
+    with ``{% include "model_policy.md.j2" %}`` (how to play with one's own model)."""
+    from a2rl.common.contract import render_text
+
+    return render_text(Path(template).read_text(), facts)
+
+
+ENVS_NAME = "a2rl_envs.py"  # the policy runner's name in the agent's data folder
+# The modules of this package that ship into an agent's data folder, by their names there (the
+# sandbox has no a2rl): the runner, the prompts it imports under that name, the per-episode KV
+# caches. Each is standard library only; there the runner imports the prompts by that name.
+SHIPPED_MODULES = {"envs": ENVS_NAME, "prompts": "a2rl_prompts.py",
+                   "episode_cache": "a2rl_episode_cache.py"}
+
+
+def ship_envs(data: Path) -> Path:
+    """Copy the text environments and policy runner (``a2rl.task.envs``) into the agent's data
+    folder as ``a2rl_envs.py``, with the prompts it imports (``a2rl_prompts.py``), for an
+    interactive task's environment modules to import there; returns the runner's copy."""
+    _ship(data, "envs", "prompts")
+    return data / ENVS_NAME
+
+
+def ship_episode_modules(data: Path) -> None:
+    """Copy the runner (``ship_envs``) and the per-episode KV caches (``a2rl_episode_cache.py``)
+    into an agent's data folder, beside a task's environment: the reference GRPO script plays
+    its rollouts with them, as the grader plays its games."""
+    ship_envs(data)
+    _ship(data, "episode_cache")
+
+
+def _ship(data: Path, *modules: str) -> None:
+    for module in modules:
+        shutil.copyfile(Path(__file__).with_name(f"{module}.py"), data / SHIPPED_MODULES[module])
 
 
 def require_test_feedback(cfg: TaskConfig) -> None:
@@ -242,9 +348,20 @@ class Task(ABC):
         (a2rl.grading.twin)."""
         return None
 
+    def grading_settings(self) -> dict[str, Any]:
+        """What decides how ``evaluate`` plays a split beyond the split and the inference
+        settings (an interactive task's prompt format and action protocol), so that a cached
+        baseline score is never reused under another prompt; empty for a task without such."""
+        return {}
+
     def data_files(self) -> list[Path]:
         """The local files or folders ``prepare`` reads (paths.data and the task's params decide
         where); none for a task that makes its data or ships it in its package."""
+        return []
+
+    def paid_apis(self) -> list[PaidApi]:
+        """The paid APIs grading one submission calls (a judge, a search engine); none for a
+        task graded offline."""
         return []
 
     def data_status(self) -> str:
@@ -274,9 +391,12 @@ class Task(ABC):
 
     @abstractmethod
     def description(self) -> str:
-        """The agent-facing description, a ``str.format`` template. Placeholders filled by the
-        harness: {time_limit_min}, {max_submissions}, {feedback}, {workspace}, {submit_command},
-        {grader_url}, {base_model}, {data_dir}."""
+        """The task's own part of the agent's description.md: a Jinja2 template that extends
+        the workspace template (``{% extends "workspace.md.j2" %}``, src/a2rl/templates/, which
+        holds the layout, submitting, budget and rules) and fills its blocks ``title``, ``goal``,
+        ``data_rows``, ``about`` and optionally ``submit_notes`` and ``tips``. Values it may
+        use: {{ workspace }}, {{ base_model }}, {{ data_dir }}, {{ feedback }}, {{ grader_url }}
+        (a2rl.common.contract)."""
 
 
 def task_command(cfg: TaskConfig) -> Callable[[list[str]], int] | None:

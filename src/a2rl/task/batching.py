@@ -86,7 +86,8 @@ class GenerationStats:
     ``prefill_batches``: forward passes of the prompt pass (more with length buckets);
     ``prompt_tokens``: real prompt tokens asked for;
     ``prefix_reused_tokens``: of those, tokens whose KV came from a shared prefix (computed once
-    per prefix, counted in ``prefix_computed_tokens``); ``padded_tokens``: pad positions the
+    per prefix, counted in ``prefix_computed_tokens``) or, for append-style episode prompts,
+    from the episode's own cache of its earlier steps; ``padded_tokens``: pad positions the
     prompt pass computed; ``new_tokens``: generated tokens kept (up to end of sequence);
     ``prefill_s`` / ``decode_s``: seconds in the prompt pass and in the token-by-token steps."""
 

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from a2rl.task.base import GradingBudgetExhausted
+
 
 class _Retry(Exception):
     """A failure worth another attempt."""
@@ -56,8 +58,8 @@ def _attempt(http, url: str, body: dict[str, Any], parse, who: str, fail
         response = http.post(url, json=body)
     except httpx.HTTPError as err:  # timeouts included
         raise _Retry(f"{type(err).__name__}: {err}") from err
-    if response.status_code == 402:
-        raise fail(f"{who}: the budget is used up ({response.text[:200]})")
+    if response.status_code == 402:  # the recording proxy's answer at the judge's max_usd
+        raise GradingBudgetExhausted(f"{who}: the budget is used up ({response.text[:200]})")
     if response.status_code >= 500 or response.status_code == 429:
         raise _Retry(f"HTTP {response.status_code}: {response.text[:200]}")
     if response.status_code >= 400:  # the request is wrong: retrying will not help

@@ -11,30 +11,53 @@ instructions state the syntax), and a reply's first line is the action, case kep
 all unfinished episodes advance together: one batched ``Policy.choose`` call per step, so a
 model sees one batch of prompts per step instead of one prompt per episode per step. Sequential
 play (``lockstep=False``) calls the policy with one episode at a time; under greedy decoding both
-give the same episodes (``scripts/bench_lockstep.py`` measures the speed-up).
+give the same episodes (``benchmarks/lockstep.py`` measures the speed-up).
 
-The prompt a model sees (``PromptFormat.user_prompt``) holds the task instructions, the goal,
-the last ``history`` steps, the current observation and the admissible actions (if any); its
-reply is parsed into one action by ``parse_action`` (first line, prose and quotes stripped, then
-the closest admissible action, or the line itself for free-text actions).
+What a model sees each step (``PromptFormat``: an append-only chat or one rewritten user turn)
+and how its reply becomes an action (``parse_action``) live in ``a2rl.task.prompts``; this
+module re-exports them, so ``a2rl_envs`` stays the one name an agent's code imports. With
+``actions="own"`` (ALFWorld's ReAct-style protocol) a reply that is not an admissible action is
+an invalid action, which the runner does not send to the environment and answers with "Nothing
+happens." (ALFWorld's reply), counted in the episode's step record.
 
 This module depends on the standard library only (torch is imported lazily by the model
-policies), so a task can copy it next to its environment into an agent's data folder.
+policies), so a task can copy it, with ``prompts`` beside it as ``a2rl_prompts.py``, next to
+its environment into an agent's data folder (``a2rl.task.base.ship_envs``).
 """
 
 from __future__ import annotations
 
-import difflib
 import random
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-DEFAULT_INSTRUCTIONS = ("Text game: reach the goal. Reply with one action from the list of "
-                        "available actions, nothing else.")
+# (wrapped as a grid, as in a face: one name a line would repeat the list line for line)
+try:
+    from a2rl.task.prompts import (  # noqa: I001
+        ACTION_PROTOCOLS, DEFAULT_INSTRUCTIONS, PROMPT_STYLES, ChatTokens, PromptFormat,
+        clean_reply, encode_prompt, is_template, parse_action, render_chat,
+    )
+except ImportError:  # inside an agent's sandbox: the copy next to this file
+    from a2rl_prompts import (  # noqa: I001
+        ACTION_PROTOCOLS, DEFAULT_INSTRUCTIONS, PROMPT_STYLES, ChatTokens, PromptFormat,
+        clean_reply, encode_prompt, is_template, parse_action, render_chat,
+    )
+
+__all__ = [
+    # the environment interface and the runner
+    "NOTHING_HAPPENS", "Choice", "Episode", "EpisodeView", "ExpertPolicy", "GeneratorPolicy",
+    "Observation", "Policy", "RandomPolicy", "Step", "TextEnv", "play", "success_rate",
+    # re-exported from prompts: what the runner's users import by this module's name
+    "ACTION_PROTOCOLS", "DEFAULT_INSTRUCTIONS", "PROMPT_STYLES", "ChatTokens", "PromptFormat",
+    "clean_reply", "encode_prompt", "is_template", "parse_action", "render_chat",
+]
+
+# what the runner answers to an invalid action under actions="own" (ALFWorld's text for a
+# command its engine does not take)
+NOTHING_HAPPENS = "Nothing happens."
 
 
 @dataclass
@@ -71,106 +94,6 @@ class TextEnv(ABC):
         """Release the game engine."""
 
 
-# ---- prompts and parsing ------------------------------------------------------------------
-
-@dataclass
-class PromptFormat:
-    """How an episode's state becomes the user turn of a chat prompt."""
-
-    instructions: str = DEFAULT_INSTRUCTIONS
-    history: int = 2  # previous steps shown (action + observation)
-    max_observation_chars: int = 300
-    # earlier steps' observations are clipped to this (None: as the current one); a task with
-    # long pages (WebShop's results) keeps the prompt short this way
-    max_history_chars: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.history < 0:
-            raise ValueError(f"PromptFormat.history={self.history}; expected >= 0")
-        for name in ("max_observation_chars", "max_history_chars"):
-            value = getattr(self, name)
-            if value is not None and value < 4:
-                raise ValueError(f"PromptFormat.{name}={value}; expected >= 4")
-
-    def _clip(self, text: str, limit: int | None = None) -> str:
-        text = " ".join(text.split())
-        limit = limit or self.max_observation_chars
-        return text if len(text) <= limit else text[:limit - 3] + "..."
-
-    def user_prompt(self, goal: str, history: list[tuple[str, str]], observation: str,
-                    admissible: list[str]) -> str:
-        parts = [self.instructions.strip(), f"Goal: {goal.strip()}"]
-        recent = history[-self.history:] if self.history else []
-        if recent:  # the last step's observation is the current one, shown once under "Now"
-            lines = [f"> {action}\n{self._clip(obs, self.max_history_chars)}"
-                     for action, obs in recent[:-1]]
-            parts.append("Recent steps:\n" + "\n".join(lines + [f"> {recent[-1][0]}"]))
-        parts.append(f"Now: {self._clip(observation)}")
-        if admissible:  # free-text environments state their syntax in the instructions
-            parts.append("Available actions:\n" + "\n".join(admissible))
-        parts.append("Your action:")
-        return "\n\n".join(parts)
-
-
-_PREFIX = re.compile(r"^\s*(?:>|action\s*:|my action\s*:|next action\s*:|answer\s*:|\d+[.)])\s*",
-                     re.IGNORECASE)
-
-
-def clean_reply(text: str, lower: bool = True) -> str:
-    """The first non-empty line of a reply, without an "Action:" / ">" prefix, quotes, markup
-    and a final period, with single spaces, lower-cased unless ``lower`` is false."""
-    line = next((ln for ln in text.splitlines() if ln.strip()), "")
-    line = _PREFIX.sub("", line)
-    line = line.strip().strip("`*\"'").strip().rstrip(".!").strip().strip("`*\"'")
-    return " ".join((line.lower() if lower else line).split())
-
-
-# an admissible action ``verb[<what>]`` is a template: any ``verb[text]`` is allowed
-# (WebShop's ``search[<query>]``)
-_TEMPLATE = re.compile(r"^(\w+)\[<[^\[\]<>]*>\]$")
-
-
-def is_template(action: str) -> bool:
-    """Whether an admissible action is a template for free text (``search[<query>]``)."""
-    return bool(_TEMPLATE.match(action))
-
-
-def _fill_template(cleaned: str, admissible: list[str]) -> str | None:
-    """The reply as a filled-in template (``search[red shoes]``), if it is one."""
-    verbs = {m.group(1).lower() for a in admissible if (m := _TEMPLATE.match(a))}
-    m = re.match(r"^(\w+)\s*\[\s*([^\[\]]*?)\s*\]?$", cleaned)
-    if not m or m.group(1) not in verbs or not m.group(2) or m.group(2).startswith("<"):
-        return None
-    return f"{m.group(1)}[{m.group(2)}]"
-
-
-def parse_action(reply: str, admissible: list[str]) -> tuple[str, str]:
-    """One action from a model reply, and how it was found: ``exact`` (the cleaned reply is an
-    admissible action), ``template`` (it fills in a template action such as
-    ``search[<query>]``: the filled-in text is kept), ``prefix`` (the reply starts with one, the
-    longest wins), ``contains`` (one appears in the reply), ``closest`` (highest string
-    similarity), or ``free`` (no list to match against: the cleaned reply itself, case kept,
-    since free text carries names and queries)."""
-    if not admissible:
-        return clean_reply(reply, lower=False), "free"
-    cleaned = clean_reply(reply)
-    filled = _fill_template(cleaned, admissible)
-    if filled:
-        return filled, "template"
-    lowered = {a.lower(): a for a in admissible}
-    if cleaned in lowered:
-        return lowered[cleaned], "exact"
-    starts = [a for a in lowered if cleaned.startswith((a + " ", a + ","))]
-    if starts:
-        return lowered[max(starts, key=len)], "prefix"
-    flat = " ".join(reply.lower().split())
-    inside = [a for a in lowered if re.search(rf"(?<!\w){re.escape(a)}(?!\w)", flat)]
-    if inside:
-        return lowered[max(inside, key=len)], "contains"
-    best = max(lowered, key=lambda a: (difflib.SequenceMatcher(None, cleaned, a).ratio(), -len(a)))
-    return lowered[best], "closest"
-
-
 # ---- policies -----------------------------------------------------------------------------
 
 @dataclass
@@ -179,9 +102,13 @@ class EpisodeView:
 
     game: str
     step: int
-    prompt: str
+    # rewrite style: the user turn; append style: the chat so far (system turn first), the
+    # model's reply comes after it
+    prompt: str | list[dict[str, str]]
     admissible: list[str]
     info: dict[str, Any]
+    episode: int = 0  # the episode's index in its play() call: a policy's key for its state
+    observation: str = ""  # what the player sees now, unclipped
 
 
 @dataclass
@@ -227,25 +154,55 @@ class ExpertPolicy:
 
 
 class GeneratorPolicy:
-    """A model through the inference interface (``a2rl.task.inference``): every view's prompt goes
-    into the chat template, all of them are generated in one batch, and each reply is parsed
-    into an admissible action."""
+    """A model through the inference interface (``a2rl.task.inference``, or
+    ``a2rl_episode_cache.ModelGenerator`` in an agent's sandbox), one batched call per step for
+    all views. Append-style chats go in as token ids per episode (``ChatTokens``) to
+    ``generator.generate_episodes``, which keeps each episode's KV cache across its steps
+    (``end_episode`` frees it); a generator without that method gets the chat's text.
+    Rewrite-style prompts go through the chat template as one user turn. Each reply is parsed
+    into an action (``parse_action``, with the ``actions`` protocol)."""
 
-    def __init__(self, generator, max_new_tokens: int = 24, system: str | None = None):
+    def __init__(self, generator, max_new_tokens: int = 24, system: str | None = None,
+                 actions: str = "closest"):
+        if actions not in ACTION_PROTOCOLS:
+            raise ValueError(f"actions={actions!r}; expected one of {ACTION_PROTOCOLS}")
         self.generator = generator
         self.max_new_tokens = max_new_tokens
         self.system = system
+        self.actions = actions
+        self.chats: dict[int, ChatTokens] = {}
 
     def choose(self, views: list[EpisodeView]) -> list[Choice]:
-        from a2rl.task.inference import format_chat
-
-        prompts = [format_chat(self.generator.tokenizer, v.prompt, self.system) for v in views]
-        replies = self.generator.generate(prompts, max_new_tokens=self.max_new_tokens)
+        replies = self._replies(views)
         out = []
         for v, reply in zip(views, replies, strict=True):
-            action, method = parse_action(reply, v.admissible)
+            action, method = parse_action(reply, v.admissible, self.actions)
             out.append(Choice(action, reply, method))
         return out
+
+    def _replies(self, views: list[EpisodeView]) -> list[str]:
+        tokenizer = self.generator.tokenizer
+        if not all(isinstance(v.prompt, list) for v in views):
+            prompts = [render_chat(tokenizer, ([{"role": "system", "content": self.system}]
+                                               if self.system else [])
+                                   + [{"role": "user", "content": v.prompt}], True)
+                       for v in views]
+            return self.generator.generate(prompts, max_new_tokens=self.max_new_tokens)
+        if not hasattr(self.generator, "generate_episodes"):
+            return self.generator.generate([render_chat(tokenizer, v.prompt, True)
+                                            for v in views], max_new_tokens=self.max_new_tokens)
+        requests = []
+        for v in views:
+            chat = self.chats.setdefault(v.episode, ChatTokens(tokenizer))
+            requests.append((v.episode, chat.ids(v.prompt)))
+        return self.generator.generate_episodes(requests, max_new_tokens=self.max_new_tokens)
+
+    def end_episode(self, episode: int) -> None:
+        """Forget a finished episode's tokens and free its cache in the generator."""
+        self.chats.pop(episode, None)
+        release = getattr(self.generator, "release", None)
+        if release:
+            release(episode)
 
 
 # ---- the runner ---------------------------------------------------------------------------
@@ -272,24 +229,33 @@ class Episode:
 
 
 class _Running:
-    def __init__(self, game: str, env: TextEnv, fmt: PromptFormat, path: str):
-        self.env, self.fmt = env, fmt
+    def __init__(self, index: int, game: str, env: TextEnv, fmt: PromptFormat, path: str):
+        self.index, self.env, self.fmt = index, env, fmt
         first = env.reset(path)
         self.episode = Episode(game=game, goal=first.goal,
                                info={k: v for k, v in first.info.items() if k != "expert"})
         self.obs = first
         self.history: list[tuple[str, str]] = []
+        # append style: the chat's turns after the system turn, only ever extended
+        self.turns = [{"role": "user", "content": fmt.observation_turn(
+            first.text, first.admissible, goal=first.goal)}]
 
     def view(self) -> EpisodeView:
         o = self.obs
-        return EpisodeView(self.episode.game, self.episode.n_steps,
-                           self.fmt.user_prompt(o.goal, self.history, o.text, o.admissible),
-                           list(o.admissible), o.info)
+        prompt = (self.fmt.window(self.turns) if self.fmt.style == "append" else
+                  self.fmt.user_prompt(o.goal, self.history, o.text, o.admissible))
+        return EpisodeView(self.episode.game, self.episode.n_steps, prompt,
+                           list(o.admissible), o.info, self.index, o.text)
 
     def advance(self, view: EpisodeView, choice: Choice, max_steps: int,
                 keep_prompts: bool) -> None:
-        step = self.env.step(choice.action)
         ep = self.episode
+        if choice.method == "invalid":  # ReAct-style: the environment never sees it
+            step = Step(Observation(NOTHING_HAPPENS, self.obs.goal, self.obs.admissible,
+                                    self.obs.info), 0.0, False,
+                        {"won": False, "score": ep.score})
+        else:
+            step = self.env.step(choice.action)
         record = {"action": choice.action, "reply": choice.reply, "method": choice.method,
                   "observation": step.observation.text, "reward": step.reward,
                   "expert": view.info.get("expert")}
@@ -297,6 +263,9 @@ class _Running:
             record["prompt"] = view.prompt
         ep.steps.append(record)
         self.history.append((choice.action, step.observation.text))
+        self.turns += [{"role": "assistant", "content": choice.action},
+                       {"role": "user", "content": self.fmt.observation_turn(
+                           step.observation.text, step.observation.admissible)}]
         self.obs = step.observation
         ep.won = bool(step.info.get("won", False))
         ep.score = float(step.info.get("score", ep.score))
@@ -310,7 +279,8 @@ def play(games: Iterable[str], make_env: Callable[[], TextEnv], policy: Policy, 
     the episodes in game order. Lockstep: one ``policy.choose`` call per step for all unfinished
     episodes (each with its own environment); sequential: one episode after another.
     With ``root``, games are ids relative to it: episodes and policies see the ids, so seeded
-    choices (random and perturbed policies) do not depend on where the data lives."""
+    choices (random and perturbed policies) do not depend on where the data lives. A policy
+    with ``end_episode(index)`` is told when each episode ends (it frees what it kept)."""
     fmt = fmt or PromptFormat()
     games = list(games)
     if max_steps < 1:
@@ -318,8 +288,12 @@ def play(games: Iterable[str], make_env: Callable[[], TextEnv], policy: Policy, 
     if not lockstep:
         return [ep for g in games
                 for ep in play([g], make_env, policy, max_steps, fmt, True, keep_prompts, root)]
-    running = [_Running(g, make_env(), fmt, str(Path(root) / g) if root else g) for g in games]
+    end = getattr(policy, "end_episode", None)
+    running: list[_Running] = []
+    done = _episodes_done(len(games))
     try:
+        for i, g in enumerate(games):
+            running.append(_Running(i, g, make_env(), fmt, str(Path(root) / g) if root else g))
         active = [r for r in running if not r.episode.done]
         while active:
             views = [r.view() for r in active]
@@ -329,11 +303,35 @@ def play(games: Iterable[str], make_env: Callable[[], TextEnv], policy: Policy, 
                                    "episodes")
             for r, v, c in zip(active, views, choices):
                 r.advance(v, c, max_steps, keep_prompts)
+                if r.episode.done and end:
+                    end(r.index)
             active = [r for r in active if not r.episode.done]
+            done(len(running) - len(active))
     finally:
+        done(None)
         for r in running:
+            if end and not r.episode.done:
+                end(r.index)
             r.env.close()
     return [r.episode for r in running]
+
+
+def _episodes_done(total: int) -> Callable[[int | None], None]:
+    """A callback taking the episodes finished so far (None: the end) for the harness's
+    progress bar (a2rl.common.progress); a no-op in a copy of this module outside the harness
+    (an agent's data folder has no a2rl to import)."""
+    try:
+        from a2rl.common.progress import progress
+    except ImportError:
+        return lambda finished: None
+    bar = progress(total=total, desc="episodes", unit="episode")
+
+    def done(finished: int | None) -> None:
+        if finished is None:
+            bar.close()
+        else:
+            bar.update(finished - bar.n)
+    return done
 
 
 def success_rate(episodes: list[Episode]) -> float:

@@ -13,15 +13,18 @@ from __future__ import annotations
 import copy
 import gc
 import importlib.util
-import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
 from a2rl.common.hardware import resolve_precision, torch_dtype
+from a2rl.common.progress import progress
 from a2rl.config.types import InferenceConfig
 from a2rl.task import batching
+from a2rl.task.prompts import encode_prompt, render_chat
+
+__all__ = ["Generator", "encode_prompt", "format_chat", "load_generator"]
 
 # vLLM shares the GPU with the agent's own training: take a bounded slice, not vLLM's default 90%.
 VLLM_GPU_MEMORY_UTILIZATION = 0.35
@@ -34,23 +37,21 @@ class Generator(Protocol):
         """Completions (new text only, special tokens stripped) for already-formatted prompts,
         in prompt order."""
 
+    def generate_episodes(self, requests: list[tuple[int, list[int]]],
+                          max_new_tokens: int | None = None) -> list[str]:
+        """Completions for (episode, prompt token ids) pairs whose ids only grow from one call
+        to the next (append-style episode prompts): what an episode's earlier prompts computed
+        is reused (HF: its KV cache; vLLM: prefix caching)."""
+
+    def release(self, episode: int) -> None:
+        """Free what is kept for a finished episode."""
+
 
 def format_chat(tokenizer, user: str, system: str | None = None) -> str:
     """The prompt string for one user turn: the tokenizer's chat template when it has one
     (with the generation prompt added), else the plain text."""
-    if getattr(tokenizer, "chat_template", None):
-        messages = [{"role": "system", "content": system}] if system else []
-        messages.append({"role": "user", "content": user})
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    return f"{system}\n\n{user}" if system else user
-
-
-def encode_prompt(tokenizer, prompt: str) -> list[int]:
-    """Token ids of a formatted prompt. A chat template usually writes the BOS token itself; it
-    is added only when the prompt does not already start with it."""
-    bos = getattr(tokenizer, "bos_token", None)
-    add_special = not (bos and prompt.startswith(bos))
-    return list(tokenizer(prompt, add_special_tokens=add_special)["input_ids"])
+    messages = [{"role": "system", "content": system}] if system else []
+    return render_chat(tokenizer, messages + [{"role": "user", "content": user}], True)
 
 
 def chat_replies(model_dir: Path, cfg: InferenceConfig, turns: list[tuple[str, str | None]],
@@ -154,14 +155,14 @@ class HFGenerator:
 
     def generate(self, prompts: list[str], max_new_tokens: int | None = None) -> list[str]:
         import torch
-        from tqdm import tqdm
 
         max_new_tokens = max_new_tokens or self.cfg.max_new_tokens
         encoded = [encode_prompt(self.tokenizer, p) for p in prompts]
         gen_cfg = self._generation_config(max_new_tokens)
         results: list[str | None] = [None] * len(prompts)
-        with tqdm(total=len(prompts), desc="generate", unit="prompt", file=sys.stderr,
-                  disable=not prompts) as bar, torch.inference_mode():
+        with progress(total=len(prompts), desc="generate", unit="prompt",
+                      leave=False) as bar, \
+                torch.inference_mode():
             prefix = self._shared_prefix(encoded) if self.cfg.prefix_cache else ()
             lengths = [len(e) - len(prefix) for e in encoded]
             for idx in batching.buckets(lengths, self.cfg.batch_size, 1.0):
@@ -170,6 +171,31 @@ class HFGenerator:
                     results[i] = self._decode(ids)
                 bar.update(len(idx))
         return [r if r is not None else "" for r in results]
+
+    def generate_episodes(self, requests: list[tuple[int, list[int]]],
+                          max_new_tokens: int | None = None) -> list[str]:
+        """Append-style episode prompts in one batch, each episode from its own KV cache
+        (``episode_cache.EpisodeCaches``): only the tokens added since its last step are
+        encoded."""
+        import torch
+
+        if not requests:
+            return []
+        gen_cfg = self._generation_config(max_new_tokens or self.cfg.max_new_tokens)
+        before = self.episodes.counts()
+        with torch.inference_mode(), self._clock.timing():
+            new = self.episodes.generate(requests, gen_cfg)
+        after = self.episodes.counts()
+        self.stats.batches += 1
+        self.stats.prefill_batches += 1
+        self.stats.prompts += len(requests)
+        self.stats.prompt_tokens += sum(len(ids) for _, ids in requests)
+        self.stats.prefix_reused_tokens += after["reused"] - before["reused"]
+        self.stats.prefill_s += after["prefill_s"] - before["prefill_s"]
+        return [self._decode(ids) for ids in new]
+
+    def release(self, episode: int) -> None:
+        self.episodes.release(episode)
 
     def _shared_prefix(self, encoded: list[list[int]]) -> tuple[int, ...]:
         """The token prefix whose cached KV this call's batches start from: the prefix all its
@@ -285,9 +311,13 @@ class HFGenerator:
         return [(widened(layer.keys), widened(layer.values)) for layer in past.layers]
 
     def reset(self) -> None:
-        """Zero the counters and drop the cached prefixes (between measurements)."""
+        """Zero the counters and drop the cached prefixes and episodes (between
+        measurements)."""
+        from a2rl.task.episode_cache import EpisodeCaches
+
         self.stats = self._clock.stats = batching.GenerationStats()
         self.prefixes = batching.PrefixCache()
+        self.episodes = EpisodeCaches(self.model)
 
     def _decode(self, ids: list[int]) -> str:
         """New text up to (not including) the first end-of-sequence token."""
@@ -304,6 +334,7 @@ class HFGenerator:
 
         self.model = None
         self.prefixes = batching.PrefixCache()
+        self.episodes = None
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
@@ -359,11 +390,25 @@ class VLLMGenerator:
         self.llm = LLM(model=str(model_dir), tokenizer=str(model_dir), seed=0,
                        dtype={"bf16": "bfloat16", "fp32": "float32"}[self.precision],
                        gpu_memory_utilization=VLLM_GPU_MEMORY_UTILIZATION, enforce_eager=True,
-                       # the instructions every prompt of an evaluation starts with, once
+                       # the instructions every prompt of an evaluation starts with, and
+                       # each append-style episode's earlier steps, computed once
                        enable_prefix_caching=True)
         self.tokenizer = self.llm.get_tokenizer()
 
     def generate(self, prompts: list[str], max_new_tokens: int | None = None) -> list[str]:
+        return self._generate_ids([encode_prompt(self.tokenizer, p) for p in prompts],
+                                  max_new_tokens)
+
+    def generate_episodes(self, requests: list[tuple[int, list[int]]],
+                          max_new_tokens: int | None = None) -> list[str]:
+        """The same token ids the HF backend gets; vLLM's automatic prefix caching finds each
+        episode's earlier blocks itself (``enable_prefix_caching``), so nothing is kept here."""
+        return self._generate_ids([ids for _, ids in requests], max_new_tokens)
+
+    def release(self, episode: int) -> None:
+        """Nothing to free: vLLM evicts cached blocks itself."""
+
+    def _generate_ids(self, prompts: list[list[int]], max_new_tokens: int | None) -> list[str]:
         from vllm import SamplingParams
 
         if not prompts:
@@ -371,8 +416,8 @@ class VLLMGenerator:
         params = SamplingParams(temperature=self.cfg.temperature,
                                 max_tokens=max_new_tokens or self.cfg.max_new_tokens,
                                 skip_special_tokens=True)
-        inputs = [{"prompt_token_ids": encode_prompt(self.tokenizer, p)} for p in prompts]
-        outputs = self.llm.generate(inputs, params, use_tqdm=True)
+        outputs = self.llm.generate([{"prompt_token_ids": ids} for ids in prompts], params,
+                                    use_tqdm=True)
         return [o.outputs[0].text for o in outputs]
 
     def close(self) -> None:

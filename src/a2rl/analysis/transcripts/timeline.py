@@ -97,14 +97,17 @@ def event_entry(event: dict[str, Any]) -> Optional[Entry]:
     return Entry("event", event.get("time"), f"{kind}: {text}", error=failed, details=details)
 
 
-def run_timeline(run: RunPaths, stack: Optional[str]) -> Optional[list[Entry]]:
+def run_timeline(run: RunPaths, stack: Optional[str],
+                 transcript_file: Optional[Path] = None) -> Optional[list[Entry]]:
     """The run's entries in time order; None when the run has no transcript this module can
-    read (a script agent, a CLI that wrote none)."""
-    if not stack or not run.transcript.exists():
+    read (a script agent, a CLI that wrote none). ``transcript_file``: the transcript to read
+    instead of the run's (a running agent's, read so far: a2rl.report.live)."""
+    path = transcript_file or run.transcript
+    if not stack or not path.exists():
         return None
     calls_list = list(iter_jsonl(run.llm_calls)) if run.llm_calls.exists() else []
     try:
-        transcript = normalise(stack, run.transcript, calls_list)
+        transcript = normalise(stack, path, calls_list)
     except TranscriptError:
         return None
     calls = {c.get("call"): c for c in calls_list}

@@ -49,10 +49,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from a2rl.common.contract import prompt_head
 from a2rl.common.files import utc_now, write_json_atomic
 from a2rl.common.interpreter import base_interpreter
 from a2rl.common.plugins import Plugin, PluginError, find
-from a2rl.llm.transcript_files import take_transcript
+from a2rl.llm.transcript_files import take_transcript, transcript_text
 from a2rl.llm.transcript_schema import Turn
 
 TRANSCRIPT = "transcript.jsonl"
@@ -64,14 +65,6 @@ AGENT_DIR_VIEW = "/run/a2rl-agent"
 # CLI_VIEW/venv over its base installation at a neutral path: no host path in its launchers)
 CLI_VIEW = "/opt/agent-cli"
 
-PROMPT_HEAD = """\
-You are an autonomous ML engineer. Nobody will answer questions or approve anything: work on
-your own until the task is done or the time is up, and do not stop to ask for confirmation.
-Your working directory is {workspace}. The task and the benchmark's rules follow (they are also
-in {workspace}/description.md). Submit models with the `a2rl submit <folder>` command (it is on
-your PATH); `a2rl status` shows the time and submissions left.
-
-"""
 
 
 class AgentNotInstalled(RuntimeError):
@@ -117,7 +110,8 @@ def tee_transcript(argv: list[str], transcript: str) -> list[str]:
 
 
 def build_prompt(description: str, workspace: str) -> str:
-    return PROMPT_HEAD.format(workspace=workspace) + description
+    """The agent's prompt: the contract's head (a2rl.common.contract), then description.md."""
+    return prompt_head(workspace) + description
 
 
 class AgentStack:
@@ -174,6 +168,11 @@ class AgentStack:
     def collect_transcript(self, agent_dir: Path, dest: Path) -> bool:
         """Put the native transcript at ``dest`` (JSON lines); False when there is none."""
         return take_transcript(agent_dir, TRANSCRIPT, dest)
+
+    def transcript_so_far(self, agent_dir: Path) -> Optional[str]:
+        """The transcript as ``collect_transcript`` would keep it, while the agent still runs
+        (``a2rl view``): read, not taken; None when there is none yet."""
+        return transcript_text(agent_dir, TRANSCRIPT)
 
     def read_transcript(self, lines: list[dict]) -> list[Turn]:
         """The turns of a collected transcript (its JSON objects, in order) in the common

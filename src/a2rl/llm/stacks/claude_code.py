@@ -2,17 +2,8 @@
 
 from __future__ import annotations
 
+from a2rl.llm import transcript_schema as ts
 from a2rl.llm.stacks import AgentStack, Launch, LaunchContext, tee_transcript
-from a2rl.llm.transcript_schema import (
-    Turn,
-    add_text,
-    assistant_turn,
-    call,
-    iso,
-    result,
-    text_of,
-    tool_turn,
-)
 from a2rl.llm.wire import ANTHROPIC
 
 
@@ -35,35 +26,35 @@ class ClaudeCode(AgentStack):
                "BASH_DEFAULT_TIMEOUT_MS": "600000", "BASH_MAX_TIMEOUT_MS": "3600000"}
         return Launch(tee_transcript(argv, self.transcript_path(ctx)), env, ANTHROPIC)
 
-    def read_transcript(self, lines: list[dict]) -> list[Turn]:
+    def read_transcript(self, lines: list[dict]) -> list[ts.Turn]:
         """``claude -p --output-format stream-json --verbose``: one line per content block of an
         assistant message (same message.id), user lines carrying tool_result blocks."""
-        turns: list[Turn] = []
+        turns: list[ts.Turn] = []
         for line in lines:
-            kind, time = line.get("type"), iso(line.get("timestamp"))
+            kind, time = line.get("type"), ts.iso(line.get("timestamp"))
             message = line.get("message") or {}
             if kind == "assistant":
-                turn = assistant_turn(turns, message.get("id"), time)
+                turn = ts.assistant_turn(turns, message.get("id"), time)
                 usage = message.get("usage") or {}
                 if usage.get("input_tokens") is not None:
                     turn.input_tokens = usage["input_tokens"] + usage.get(
                         "cache_read_input_tokens", 0) + usage.get("cache_creation_input_tokens", 0)
                 for block in message.get("content") or []:
                     if block.get("type") == "text":
-                        add_text(turn, block.get("text", ""))
+                        ts.add_text(turn, block.get("text", ""))
                     elif block.get("type") == "tool_use":
-                        turn.tool_calls.append(call(block.get("id"), block.get("name", ""),
+                        turn.tool_calls.append(ts.call(block.get("id"), block.get("name", ""),
                                                     block.get("input")))
             elif kind == "user":
                 content = message.get("content")
                 if isinstance(content, str):
-                    turns.append(Turn("user", content, time=time))
+                    turns.append(ts.Turn("user", content, time=time))
                     continue
                 for block in content or []:
                     if block.get("type") == "tool_result":
-                        tool_turn(turns, time).tool_results.append(result(
-                            block.get("tool_use_id"), text_of(block.get("content")),
+                        ts.tool_turn(turns, time).tool_results.append(ts.result(
+                            block.get("tool_use_id"), ts.text_of(block.get("content")),
                             error=bool(block.get("is_error"))))
             elif kind == "result" and line.get("is_error"):
-                turns.append(Turn("system", str(line.get("result", "")), time=time))
+                turns.append(ts.Turn("system", str(line.get("result", "")), time=time))
         return turns

@@ -2,16 +2,8 @@
 
 from __future__ import annotations
 
+from a2rl.llm import transcript_schema as ts
 from a2rl.llm.stacks import AgentStack, Launch, LaunchContext, tee_transcript
-from a2rl.llm.transcript_schema import (
-    Turn,
-    add_text,
-    assistant_turn,
-    call,
-    result,
-    tool_turn,
-    unwrap_shell,
-)
 from a2rl.llm.wire import OPENAI_RESPONSES
 
 
@@ -30,26 +22,26 @@ class Codex(AgentStack):
         env = {"OPENAI_API_KEY": ctx.api_key}
         return Launch(tee_transcript(argv, self.transcript_path(ctx)), env, OPENAI_RESPONSES)
 
-    def read_transcript(self, lines: list[dict]) -> list[Turn]:
+    def read_transcript(self, lines: list[dict]) -> list[ts.Turn]:
         """``codex exec --json``: item.completed events (agent_message, command_execution with its
         aggregated_output and exit_code, error, ...); no timestamps."""
-        turns: list[Turn] = []
+        turns: list[ts.Turn] = []
         for line in lines:
             if line.get("type") != "item.completed":
                 continue
             item = line.get("item") or {}
             kind = item.get("type")
             if kind == "agent_message":
-                turns.append(Turn("assistant", item.get("text", ""), response_id=item.get("id")))
+                turns.append(ts.Turn("assistant", item.get("text", ""), response_id=item.get("id")))
             elif kind == "reasoning":
-                add_text(assistant_turn(turns, None, None), item.get("text", ""))
+                ts.add_text(ts.assistant_turn(turns, None, None), item.get("text", ""))
             elif kind == "command_execution":
-                command = call(item.get("id"), "shell", {"command": item.get("command", "")})
-                command.command = unwrap_shell(item.get("command", ""))
-                assistant_turn(turns, None, None).tool_calls.append(command)
-                tool_turn(turns, None).tool_results.append(result(
+                command = ts.call(item.get("id"), "shell", {"command": item.get("command", "")})
+                command.command = ts.unwrap_shell(item.get("command", ""))
+                ts.assistant_turn(turns, None, None).tool_calls.append(command)
+                ts.tool_turn(turns, None).tool_results.append(ts.result(
                     item.get("id"), item.get("aggregated_output", ""), item.get("exit_code"),
                     error=item.get("status") == "failed"))
             elif kind == "error":
-                turns.append(Turn("system", item.get("message", "")))
+                turns.append(ts.Turn("system", item.get("message", "")))
         return turns

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from a2rl.llm.stacks import AgentStack, Launch, LaunchContext
-from a2rl.llm.transcript_files import take_transcript
+from a2rl.llm.transcript_files import take_transcript, transcript_text
 from a2rl.llm.transcript_schema import Turn, call, iso, result, text_of, tool_turn
 from a2rl.llm.wire import OPENAI_CHAT
 
@@ -36,6 +36,9 @@ class MiniSweAgent(AgentStack):
     def collect_transcript(self, agent_dir: Path, dest: Path) -> bool:
         """One JSON line per message of mini's trajectory (its ``info`` as a last line)."""
         return take_transcript(agent_dir, self.TRAJECTORY, dest, trajectory_lines)
+
+    def transcript_so_far(self, agent_dir: Path) -> str | None:
+        return transcript_text(agent_dir, self.TRAJECTORY, trajectory_lines)
 
     def read_transcript(self, lines: list[dict]) -> list[Turn]:
         """mini-swe-agent's trajectory messages (a line each): assistant messages with tool_calls

@@ -6,18 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from a2rl.llm import transcript_schema as ts
 from a2rl.llm.stacks import TRANSCRIPT, AgentStack, Launch, LaunchContext, tee_transcript
-from a2rl.llm.transcript_files import take_transcript
-from a2rl.llm.transcript_schema import (
-    Turn,
-    add_text,
-    assistant_turn,
-    call,
-    iso,
-    result,
-    text_of,
-    tool_turn,
-)
+from a2rl.llm.transcript_files import take_transcript, transcript_text
 from a2rl.llm.wire import OPENAI_CHAT
 
 
@@ -46,38 +37,41 @@ class OpenHands(AgentStack):
         line among the CLI's own status messages and summary box (those stay in agent.log)."""
         return take_transcript(agent_dir, TRANSCRIPT, dest, event_lines)
 
-    def read_transcript(self, lines: list[dict]) -> list[Turn]:
+    def transcript_so_far(self, agent_dir: Path) -> str | None:
+        return transcript_text(agent_dir, TRANSCRIPT, event_lines)
+
+    def read_transcript(self, lines: list[dict]) -> list[ts.Turn]:
         """OpenHands agent-SDK events: MessageEvent (user or agent ``llm_message``), ActionEvent
         (``thought``, ``action`` with its ``command``, ``tool_call_id``, ``llm_response_id``),
         ObservationEvent (``observation`` with ``content`` and ``exit_code``), AgentErrorEvent."""
-        turns: list[Turn] = []
+        turns: list[ts.Turn] = []
         for event in lines:
-            kind, time = event.get("kind"), iso(event.get("timestamp"))
+            kind, time = event.get("kind"), ts.iso(event.get("timestamp"))
             if kind == "MessageEvent":
                 message = event.get("llm_message") or {}
                 role = "assistant" if event.get("source") == "agent" else "user"
-                turns.append(Turn(role, text_of(message.get("content")), time=time))
+                turns.append(ts.Turn(role, ts.text_of(message.get("content")), time=time))
             elif kind == "ActionEvent":
-                turn = assistant_turn(turns, event.get("llm_response_id"), time)
-                add_text(turn, text_of(event.get("thought")))
+                turn = ts.assistant_turn(turns, event.get("llm_response_id"), time)
+                ts.add_text(turn, ts.text_of(event.get("thought")))
                 action = dict(event.get("action") or {})
                 action.pop("kind", None)
                 name = event.get("tool_name") or ""
                 if name == "finish":
-                    add_text(turn, str(action.get("message", "")))
-                turn.tool_calls.append(call(event.get("tool_call_id"), name, action))
+                    ts.add_text(turn, str(action.get("message", "")))
+                turn.tool_calls.append(ts.call(event.get("tool_call_id"), name, action))
             elif kind in ("ObservationEvent", "AgentErrorEvent", "UserRejectObservation"):
                 observation = event.get("observation") or {}
-                output = text_of(observation.get("content")) or observation.get("output") or \
+                output = ts.text_of(observation.get("content")) or observation.get("output") or \
                     event.get("error", "")
                 exit_code = observation.get("exit_code")
                 if exit_code is None:
                     exit_code = (observation.get("metadata") or {}).get("exit_code")
-                tool_turn(turns, time).tool_results.append(result(
+                ts.tool_turn(turns, time).tool_results.append(ts.result(
                     event.get("tool_call_id"), output, exit_code if exit_code != -1 else None,
                     error=kind != "ObservationEvent" or bool(observation.get("is_error"))))
             elif kind == "ConversationErrorEvent":
-                turns.append(Turn("system", str(event.get("detail", "")), time=time))
+                turns.append(ts.Turn("system", str(event.get("detail", "")), time=time))
         return turns
 
 
