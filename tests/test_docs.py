@@ -98,3 +98,26 @@ def test_every_results_page_is_in_the_index():
     pages = {p.name for p in RESULTS.glob("*.md") if p.name != "README.md"}
     assert pages and not pages - listed, f"not in docs/results/README.md: {sorted(pages - listed)}"
     assert all(re.fullmatch(r"\d{4}-\d\d-\d\d-[a-z0-9-]+\.md", p) for p in pages), sorted(pages)
+
+
+# a merge that left its conflict markers in a page or a config still parses (Markdown, YAML
+# comments), so nothing else would notice
+CONFLICT = re.compile(r"^(?:<{7}|>{7})(?: |$)|^={7}$", re.MULTILINE)
+TEXT_FILES = [*LINKED, *sorted((REPO / "docs").rglob("*.json")),
+              *sorted(REPO.glob("conf/**/*.yaml")), *sorted(REPO.glob("tasks/**/*.yaml")),
+              *sorted(REPO.glob("tasks/**/*.j2")), *sorted(REPO.glob("src/a2rl/templates/**/*.j2"))]
+
+
+def conflict_lines(text: str) -> list[int]:
+    return [text.count("\n", 0, m.start()) + 1 for m in CONFLICT.finditer(text)]
+
+
+def test_no_page_or_config_keeps_merge_conflict_markers():
+    found = {str(p.relative_to(REPO)): lines for p in TEXT_FILES
+             if (lines := conflict_lines(p.read_text(encoding="utf-8")))}
+    assert not found, f"merge conflict markers (file: lines): {found}"
+
+
+def test_the_conflict_check_catches_each_marker():
+    text = "a\n<<<<<<< HEAD\nours\n=======\ntheirs\n>>>>>>> branch\n| a | b |\n|=======|\n"
+    assert conflict_lines(text) == [2, 4, 6]
