@@ -189,3 +189,36 @@ def test_episode_caches_reuse_extend_rebuild_and_free(generator):
     for k in chats:
         generator.release(k)
     assert len(generator.episodes) == 0
+
+
+def test_joined_episode_caches_decode_in_place(generator):
+    """The batch's joined cache lives in buffers reserved for the prompt and the reply: a
+    decoding step writes into them (no copy of the cache per step) and the model sees the same
+    keys, values and logits as with transformers' concatenating cache."""
+    import torch
+    from transformers import DynamicCache
+
+    model, caches = generator.model, generator.episodes
+    prompts = [[5, 9, 14, 3, 8, 21, 4], [7, 3, 30]]  # of different lengths: row 1 is padded
+    heads = [caches._extended(None, ids) for ids in prompts]
+    width, new = max(len(ids) for ids in prompts), 4
+    mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts])
+    concatenating = DynamicCache([(layer.keys.clone(), layer.values.clone())
+                                  for layer in caches._joined(heads, width, width).layers],
+                                 config=model.config)
+    runs = []
+    for cache in (caches._joined(heads, width, width + new), concatenating):
+        logits, step_mask = [], mask
+        with torch.no_grad():
+            for token in range(new):
+                step_mask = torch.cat([step_mask, torch.ones(2, 1, dtype=torch.long)], dim=1)
+                out = model(input_ids=torch.full((2, 1), 11 + token), attention_mask=step_mask,
+                            position_ids=step_mask.sum(-1, keepdim=True) - 1, cache=cache)
+                logits.append(out.logits)
+        runs.append((cache, torch.stack(logits)))
+    (reserved, logits), (plain, plain_logits) = runs
+    first = reserved.layers[0]
+    assert first.keys.data_ptr() == first._keys.data_ptr()  # a view of the reserved buffer
+    assert first.keys.shape[2] == width + new == plain.layers[0].keys.shape[2]
+    assert torch.equal(first.keys, plain.layers[0].keys)
+    assert torch.equal(logits, plain_logits)
