@@ -102,8 +102,9 @@ class EpisodeCaches:
         cache = out.cache  # the joined cache, extended by the last tokens and the decoding
         for i, (key, ids, _) in enumerate(rows):
             keep = mask[i].bool().nonzero().squeeze(-1)  # the row's prompt positions
+            # indexing with a tensor copies: each row's cache owns its memory, not the batch's
             self.entries[key] = _Entry(ids, [
-                (layer.keys[i:i + 1, :, keep].clone(), layer.values[i:i + 1, :, keep].clone())
+                (layer.keys[i:i + 1, :, keep], layer.values[i:i + 1, :, keep])
                 for layer in cache.layers])
         return out.sequences[:, width:].tolist()
 
