@@ -39,6 +39,7 @@ from a2rl.config import (
     grid_cells,
     grid_label,
     grid_overrides,
+    selects_cells,
     task_overrides,
 )
 from a2rl.data import grid_data_problems
@@ -73,6 +74,11 @@ GRID_LABEL = grid_label(GRID, _USER_OVERRIDES)
 GRID_RESULTS = Path("results") / GRID_LABEL
 GRID_OVERRIDES = grid_overrides(
     GRID, [*_USER_OVERRIDES, f"++grid.label={GRID_LABEL}", f"paths.results={GRID_RESULTS}"])
+# what a job for one model, task or cell composes from (its params): the grid's overrides but
+# those that only choose which cells run, so that asking for more seeds (or other tasks) of a
+# grid leaves its finished jobs' params, and so the jobs, as they were; Snakemake reruns a job
+# whose params changed
+JOB_OVERRIDES = [o for o in GRID_OVERRIDES if not selects_cells(o)]
 
 
 def compose_options(axes):
@@ -168,11 +174,11 @@ wildcard_constraints:
 
 def overrides_of_model(wildcards):
     """Overrides composing the (first) task that uses this model."""
-    return task_overrides(TASK_OF_MODEL[wildcards.model], GRID_OVERRIDES)
+    return task_overrides(TASK_OF_MODEL[wildcards.model], JOB_OVERRIDES)
 
 
 def overrides_of_task(wildcards):
-    return task_overrides(wildcards.task, GRID_OVERRIDES)
+    return task_overrides(wildcards.task, JOB_OVERRIDES)
 
 
 def overrides_of_cell(wildcards):
@@ -182,7 +188,7 @@ def overrides_of_cell(wildcards):
         "driver": wildcards.driver,
         "seed": int(wildcards.seed),
     }
-    return cell_overrides(cell, GRID_OVERRIDES)
+    return cell_overrides(cell, JOB_OVERRIDES)
 
 
 def model_of_task(wildcards):

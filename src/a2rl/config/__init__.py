@@ -9,8 +9,8 @@ from .checks import ConfigError, check_keys, from_mapping, require, typed
 from .cluster import ClusterConfig, ResourcesConfig
 from .compose import (
     CONFIG_NAME, HYDRA_VERSION_BASE, cell_overrides, compose, composing, conf_dir, grid_cells,
-    grid_label, grid_overrides, plugin_conf_dirs, searchpath_override, task_overrides,
-    to_checked,
+    grid_label, grid_overrides, plugin_conf_dirs, searchpath_override, selects_cells,
+    task_overrides, to_checked,
 )
 from .task import InferenceConfig, ModelConfig, TaskConfig
 from .types import (
@@ -24,6 +24,7 @@ __all__ = [
     "ClusterConfig", "ConfigError", "DriverConfig", "InferenceConfig", "ModelConfig",
     "ResourcesConfig", "RunConfig", "TaskConfig", "cell_overrides", "check_keys", "compose",
     "composing", "conf_dir", "from_mapping", "grid_cells", "grid_label", "grid_overrides",
-    "plugin_conf_dirs", "require", "searchpath_override", "task_overrides", "to_checked",
+    "plugin_conf_dirs", "require", "searchpath_override", "selects_cells", "task_overrides",
+    "to_checked",
     "typed",
 ]

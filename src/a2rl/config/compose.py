@@ -189,11 +189,16 @@ CELL_SELECTION = ("grid.tasks", "grid.agents", "grid.drivers", "grid.seeds", "gr
                   "grid.reference_agents")
 
 
+def selects_cells(override: str) -> bool:
+    """Whether ``override`` only chooses which of the grid's cells run (``CELL_SELECTION``)."""
+    return override.split("=", 1)[0].lstrip("+~") in CELL_SELECTION
+
+
 def leaves_results_alone(override: str) -> bool:
     """Whether ``override`` only places jobs (the ``cluster`` group: partitions, sbatch flags)
     or selects cells (``CELL_SELECTION``), so that no cell's result depends on it."""
     key = override.split("=", 1)[0].lstrip("+~")
-    return key == "cluster" or key.startswith("cluster.") or key in CELL_SELECTION
+    return key == "cluster" or key.startswith("cluster.") or selects_cells(override)
 
 
 def grid_cells(cfg: RunConfig) -> list[dict[str, Any]]:
