@@ -82,10 +82,17 @@ def draft_any(seed: int, difficulty: Difficulty, goal_types: list[str]):
 
 
 def make_games(folder: Path, prefix: str, n: int, first_seed: int, difficulty: Difficulty,
-               goal_types: list[str], max_tries_per_game: int = 20) -> list[dict[str, Any]]:
+               goal_types: list[str], max_tries_per_game: int = 20,
+               mix: dict[str, int] | None = None) -> list[dict[str, Any]]:
     """Compile ``n`` games into ``folder`` (``<prefix>-<i>.z8`` + TextWorld's ``.json`` +
     ``.meta.json``) from seeds ``first_seed, first_seed + 1, ...``; returns their metadata (seed,
-    size, goal, goal type, walkthrough) in order."""
+    size, goal, goal type, walkthrough) in order. With ``mix`` (goal type -> games, summing to
+    ``n``) a game is kept only while its goal type has room, so that the games have that mix
+    (a twin split drawn like the test split it is compared with: goal types differ in
+    difficulty)."""
+    room = dict(mix) if mix is not None else None
+    if room is not None and sum(room.values()) != n:
+        raise ValueError(f"mix {mix} has {sum(room.values())} games, not {n}")
     from textworld import GameOptions
     from textworld.generator import compile_game
 
@@ -102,6 +109,10 @@ def make_games(folder: Path, prefix: str, n: int, first_seed: int, difficulty: D
         seed += 1
         if kind not in goal_types or not game.metadata.get("walkthrough"):
             continue
+        if room is not None:
+            if room.get(kind, 0) <= 0:
+                continue
+            room[kind] -= 1
         name = f"{prefix}-{len(metas):04d}"
         opts = GameOptions()
         opts.path = str(folder / f"{name}.z8")

@@ -21,6 +21,7 @@ import json
 import random
 import shutil
 import time
+from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -130,8 +131,9 @@ class AlfworldTask(Task):
     # ---- data -------------------------------------------------------------------------------
 
     def twin_split(self, prepared: PreparedTaskPaths, folder: Path, seed: int) -> Path | None:
-        """As many games as the test split, generated from ``seed`` on (the real ALFWorld games
-        are a fixed pool: None). Seeds in train's or test's range are skipped."""
+        """As many games as the test split, of each goal type as many as test has, generated
+        from ``seed`` on (the real ALFWorld games are a fixed pool: None). Seeds in train's or
+        test's range are skipped."""
         if self.params.source != "household":
             return None
         from .games import Difficulty, make_games
@@ -143,7 +145,8 @@ class AlfworldTask(Task):
         while set(range(seed, seed + len(test) * 20)) & used:
             seed += len(test) * 20
         games = make_games(folder / "games", "twin", len(test), seed,
-                           Difficulty(p.rooms, p.objects, p.quest_length), p.goal_types)
+                           Difficulty(p.rooms, p.objects, p.quest_length), p.goal_types,
+                           mix=dict(Counter(row["goal_type"] for row in test)))
         write_jsonl_atomic(folder / "twin.jsonl", [
             {"id": Path(m["game"]).stem, "game": f"games/{m['game']}",
              "goal_type": m["goal_type"], "goal": m["goal"], "seed": m["seed"]} for m in games])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -483,3 +484,21 @@ def test_prompt_format_is_checked_and_keys_cached_baselines():
         load_task(household(actions="guess"), Path("."))
     with pytest.raises(ConfigError, match="window_chars"):
         load_task(household(window_chars=10), Path("."))
+
+
+def test_games_drawn_to_a_goal_type_mix_have_that_mix(tmp_path):
+    """A twin split is drawn with its test split's goal types (they differ in difficulty): the
+    games keep exactly the asked mix, in the generator's order of seeds."""
+    from a2rl_tasks.alfworld.games import Difficulty, make_games
+
+    types = ["put_on", "put_in", "fetch", "open_fetch", "drop", "open"]
+    free = make_games(tmp_path / "free", "g", 4, 555, Difficulty((1, 2), (3, 5), (1, 2)), types)
+    mix = {"open": 2, "put_on": 1, "fetch": 1}
+    mixed = make_games(tmp_path / "mix", "g", 4, 555, Difficulty((1, 2), (3, 5), (1, 2)), types,
+                       mix=mix)
+    assert Counter(m["goal_type"] for m in mixed) == mix
+    assert Counter(m["goal_type"] for m in free) != mix  # the draw alone gives another mix
+    assert [m["seed"] for m in mixed] == sorted(m["seed"] for m in mixed)
+    with pytest.raises(ValueError, match="not 3"):
+        make_games(tmp_path / "bad", "g", 3, 555, Difficulty((1, 2), (3, 5), (1, 2)), types,
+                   mix=mix)
