@@ -12,36 +12,26 @@ docs/results/2026-12-05-episode-tokens.md.
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import torch
 from torch.profiler import ProfilerActivity, profile
-from transformers import AutoModelForCausalLM, DynamicCache
+from transformers import DynamicCache
 
 from a2rl.task.episode_cache import _reserved_layer
-
-DEFAULT_MODEL = "resources/models/smollm2-135m-instruct"
+from common import arguments, load, random_kv
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default=DEFAULT_MODEL)
+    ap = arguments(__doc__, episodes=50)
     ap.add_argument("--cache", choices=["concatenating", "reserved"], default="concatenating")
-    ap.add_argument("--episodes", type=int, default=50)
-    ap.add_argument("--cached", type=int, default=1000)
     ap.add_argument("--steps", type=int, default=4)
-    ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args()
-    torch.set_num_threads(a.threads)
-    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32).eval()
+    model = load(a)
     cfg = model.config
-    heads, dim = cfg.num_key_value_heads, cfg.hidden_size // cfg.num_attention_heads
     rows, length = a.episodes, a.cached
-    gen = torch.Generator().manual_seed(0)
-    layers = [(torch.randn(rows, heads, length, dim, generator=gen),
-               torch.randn(rows, heads, length, dim, generator=gen))
-              for _ in range(cfg.num_hidden_layers)]
+    layers = random_kv(model, rows, length, torch.Generator().manual_seed(0))
+    heads, dim = layers[0][0].shape[1], layers[0][0].shape[3]
     if a.cache == "reserved":
         cache = DynamicCache(config=cfg)
         reserved = _reserved_layer()

@@ -12,32 +12,23 @@ docs/results/2026-12-05-episode-tokens.md.
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import torch
-from transformers import AutoModelForCausalLM, DynamicCache
+from transformers import DynamicCache
 
-DEFAULT_MODEL = "resources/models/smollm2-135m-instruct"
+from common import arguments, load, random_kv
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default=DEFAULT_MODEL)
-    ap.add_argument("--episodes", type=int, default=16)
+    ap = arguments(__doc__, episodes=16)
     ap.add_argument("--new", type=int, default=90)
-    ap.add_argument("--cached", type=int, default=1000)
-    ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args()
-    torch.set_num_threads(a.threads)
-    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32).eval()
+    model = load(a)
     cfg = model.config
-    heads, dim = cfg.num_key_value_heads, cfg.hidden_size // cfg.num_attention_heads
     rows, length, new = a.episodes, a.cached, a.new
     gen = torch.Generator().manual_seed(0)
-    caches = [[(torch.randn(1, heads, length, dim, generator=gen),
-                torch.randn(1, heads, length, dim, generator=gen))
-               for _ in range(cfg.num_hidden_layers)] for _ in range(rows)]
+    caches = [random_kv(model, 1, length, gen) for _ in range(rows)]
     ids = torch.randint(0, 10_000, (rows, new), generator=gen)
     with torch.no_grad():
         started = time.perf_counter()
