@@ -354,6 +354,24 @@ def test_snakemake_ci_grid_leaderboard(ci_grid):
     assert {row["grid"] for row in table} == {"ci"}
 
 
+def test_more_seeds_for_a_finished_grid_plan_only_the_new_cells(ci_grid):
+    """Asking a finished grid for another seed (an override that only chooses cells, so the
+    runs stay under the grid's label) plans the new seed's cells and the leaderboard and report
+    again, and leaves every finished job alone: their params do not name the seeds. (Before the
+    second grid below, which prepares the shared model folder under its own overrides.)"""
+    planned = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "2", "--config", "grid=ci",
+         'overrides=["grid.seeds=[0,1]"]'], cwd=ci_grid, env=child_env(), capture_output=True,
+        text=True, timeout=300, check=False)
+    assert planned.returncode == 0, planned.stderr
+    rules = re.findall(r"^rule (\w+):$", planned.stdout, re.MULTILINE)
+    cells = re.findall(r"^ +output: results/ci/runs/(\S+?)/final\.json", planned.stdout,
+                       re.MULTILINE)
+    assert sorted(set(rules)) == ["all", "build_leaderboard", "build_report", "run_cell"], rules
+    assert cells and all(cell.endswith("/seed1") for cell in cells), cells
+    assert len(cells) == len(list((ci_grid / CI_RESULTS).glob("runs/*/*/*/seed0/final.json")))
+
+
 # a second small grid: the ci grid cut to one cell, with a reduced budget
 SECOND_GRID = ["grid.tasks=[gsm8k_arith]", "grid.agents=[noop]", "budget.time_limit_s=60"]
 
@@ -378,23 +396,6 @@ def test_a_second_grid_leaves_the_first_grids_runs_and_leaderboard_intact(ci_gri
     summary = read_json(second / "runs" / TASK / "noop" / "none" / "seed0" / "summary.json")
     assert (summary["grid"], summary["budget"]["time_limit_s"]) == (second.name, 60)
     assert f"grid {second.name}" in (second / "report" / "index.html").read_text()
-
-
-def test_more_seeds_for_a_finished_grid_plan_only_the_new_cells(ci_grid):
-    """Asking a finished grid for another seed (an override that only chooses cells, so the
-    runs stay under the grid's label) plans the new seed's cells and the leaderboard and report
-    again, and leaves every finished job alone: their params do not name the seeds."""
-    planned = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--cores", "2", "--config", "grid=ci",
-         'overrides=["grid.seeds=[0,1]"]'], cwd=ci_grid, env=child_env(), capture_output=True,
-        text=True, timeout=300, check=False)
-    assert planned.returncode == 0, planned.stderr
-    rules = re.findall(r"^rule (\w+):$", planned.stdout, re.MULTILINE)
-    cells = re.findall(r"^ +output: results/ci/runs/(\S+?)/final\.json", planned.stdout,
-                       re.MULTILINE)
-    assert sorted(set(rules)) == ["all", "build_leaderboard", "build_report", "run_cell"], rules
-    assert cells and all(cell.endswith("/seed1") for cell in cells), cells
-    assert len(cells) == len(list((ci_grid / CI_RESULTS).glob("runs/*/*/*/seed0/final.json")))
 
 
 # ------------------------------------------------------------------------------ dvc, grid=ci
