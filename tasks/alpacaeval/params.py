@@ -11,9 +11,9 @@ the first 2,000 rows of tatsu-lab/alpaca, GPT-4 Turbo judges through the recordi
       judge: {kind: api, driver: gpt_4_turbo, max_usd: 20}
 
 The offline variant (not AlpacaEval 2.0): a seeded split of the 805 under paths.data (`a2rl
-data fetch alpacaeval`; the default and ci grids use the 101-instruction sample shipped with the
-task, ``eval_source: bundled``), the rest as training data with the GPT-4 Turbo outputs as
-targets, the grader's own SmolLM2 as the judge, alpaca_eval's length-only GLM::
+data fetch alpacaeval`; the default and ci grids read the 101-instruction sample in
+tests/fixtures/data, their cells' paths.data), the rest as training data with the GPT-4 Turbo
+outputs as targets, the grader's own SmolLM2 as the judge, alpaca_eval's length-only GLM::
 
     params:
       eval_source: file
@@ -35,7 +35,7 @@ from a2rl.task import ConfigError, ModelConfig, check_keys, require
 
 from .metric import GLMS
 
-EVAL_SOURCES = ("bundled", "file", "hf")
+EVAL_SOURCES = ("file", "hf")
 TRAIN_SOURCES = ("split", "alpaca")
 JUDGE_KINDS = ("local", "openai", "api")
 ANSWERS = ("logprobs", "text")
@@ -113,11 +113,11 @@ class JudgeParams:
 class AlpacaEvalParams:
     """Data, generation, judge and metric of the AlpacaEval task.
 
-    Evaluation set (``eval_source``): ``bundled`` (every 8th of the 805 instructions with the
-    GPT-4 Turbo reference outputs, 101, shipped in tasks/alpacaeval/data/), ``file``
-    (``eval_file``, relative to paths.data: an alpaca_eval-format JSON list with instruction and
-    output, e.g. the 805 `a2rl data fetch alpacaeval` installs) or ``hf`` (``hf_id``/``hf_file``
-    from the Hub). ``test_size`` instructions (null: all 805) drawn with ``seed`` are sealed.
+    Evaluation set (``eval_source``): ``file`` (``eval_file``, relative to paths.data: an
+    alpaca_eval-format JSON list with instruction and output, e.g. the 805 `a2rl data fetch
+    alpacaeval` installs, or the 101-instruction sample in tests/fixtures/data) or ``hf``
+    (``hf_id``/``hf_file`` from the Hub). ``test_size`` instructions (null: all 805) drawn with
+    ``seed`` are sealed.
 
     Training data (``train_source``): ``split`` (the other instructions, reference outputs as
     targets; needs test_size < 805) or ``alpaca`` (the first ``train_size`` rows of

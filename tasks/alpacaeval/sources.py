@@ -2,9 +2,10 @@
 
 The evaluation set is AlpacaEval 2.0's: 805 instructions, each with the GPT-4 Turbo
 (``gpt4_1106_preview``) reference output: from the Hub, or a file under ``paths.data`` (`a2rl data
-fetch alpacaeval` installs ``alpacaeval/alpaca_eval_gpt4_baseline.json``). ``data/
-alpaca_eval_sample.json`` (every 8th instruction, 101, with its ``index`` among the 805; see
-data/PROVENANCE.md) ships with the task, so the default and ci grids run on a clean clone.
+fetch alpacaeval` installs ``alpacaeval/alpaca_eval_gpt4_baseline.json``). The default and ci
+grids read ``alpacaeval/alpaca_eval_sample.json`` (every 8th instruction, 101, with its ``index``
+among the 805) from the repository's test fixtures (their cells' paths.data is
+tests/fixtures/data), so they run on a clean clone; the package ships no data.
 
 Instructions are identified by a content hash of their normalised text (``instruction_key``):
 the split and the training data are checked against the sealed instructions by it, so the
@@ -24,7 +25,6 @@ from a2rl.task import ConfigError
 
 from .params import AlpacaEvalParams
 
-BUNDLED = Path(__file__).with_name("data") / "alpaca_eval_sample.json"
 EVAL_SIZE = 805
 
 
@@ -51,9 +51,7 @@ def _normalise(rows: list[dict[str, Any]], where: str) -> list[dict[str, Any]]:
 def load_eval_set(p: AlpacaEvalParams, data_root: Path) -> tuple[list[dict[str, Any]], str]:
     """The evaluation instructions with reference outputs, in the set's order (the order the
     length-controlled GLM's instruction difficulty is indexed by), and where they came from."""
-    if p.eval_source == "bundled":
-        rows, where = json.loads(BUNDLED.read_text(encoding="utf-8")), str(BUNDLED)
-    elif p.eval_source == "file":
+    if p.eval_source == "file":
         path = Path(p.eval_file)
         path = path if path.is_absolute() else Path(data_root) / path
         if not path.is_file():

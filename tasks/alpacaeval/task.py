@@ -106,7 +106,7 @@ class AlpacaEvalTask(Task):
     def data_files(self) -> list[Path]:
         p = self.params
         if p.eval_source != "file":
-            return []  # the sample shipped with the task, or the Hub
+            return []  # the Hub
         path = Path(p.eval_file)
         return [path if path.is_absolute() else self.data_root / path]
 

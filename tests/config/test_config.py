@@ -102,7 +102,7 @@ def test_the_default_grid_plays_every_offline_task_smaller_than_smoke():
         assert small.budget.time_limit_s < large.budget.time_limit_s, task
         assert small.agent.settings["sft"]["max_rounds"] == 1, task
     alpaca = compose(["task=alpacaeval_local"]).task.params
-    assert (alpaca["eval_source"], alpaca["judge"]["kind"]) == ("bundled", "local")
+    assert (alpaca["eval_source"], alpaca["judge"]["kind"]) == ("file", "local")
     assert compose(["task=webshop"]).task.params["source"] == "procedural"
     world = compose(["task=deepsearchqa_world"]).task.params
     assert (world["source"], world["backend"], world["grader"]) == ("world", "local", "match")

@@ -359,14 +359,10 @@ def test_more_seeds_for_a_finished_grid_plan_only_the_new_cells(ci_grid):
     runs stay under the grid's label) plans the new seed's cells and the leaderboard and report
     again, and leaves every finished job alone: their params do not name the seeds. (Before the
     second grid below, which prepares the shared model folder under its own overrides.)"""
-    planned = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--cores", "2", "--config", "grid=ci",
-         'overrides=["grid.seeds=[0,1]"]'], cwd=ci_grid, env=child_env(), capture_output=True,
-        text=True, timeout=300, check=False)
-    assert planned.returncode == 0, planned.stderr
-    rules = re.findall(r"^rule (\w+):$", planned.stdout, re.MULTILINE)
-    cells = re.findall(r"^ +output: results/ci/runs/(\S+?)/final\.json", planned.stdout,
-                       re.MULTILINE)
+    planned = run([sys.executable, "-m", "snakemake", "-n", "--cores", "2", "--config",
+                   "grid=ci", 'overrides=["grid.seeds=[0,1]"]'], ci_grid)
+    rules = re.findall(r"^rule (\w+):$", planned, re.MULTILINE)
+    cells = re.findall(r"^ +output: results/ci/runs/(\S+?)/final\.json", planned, re.MULTILINE)
     assert sorted(set(rules)) == ["all", "build_leaderboard", "build_report", "run_cell"], rules
     assert cells and all(cell.endswith("/seed1") for cell in cells), cells
     assert len(cells) == len(list((ci_grid / CI_RESULTS).glob("runs/*/*/*/seed0/final.json")))

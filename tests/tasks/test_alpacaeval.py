@@ -53,18 +53,19 @@ from a2rl.llm.loopback import LoopbackServer
 from a2rl.models.hf_folder import content_hash
 from a2rl.pipeline.harness import PipelineHarness
 from a2rl.task.base import GradingBudgetExhausted, GradingUnavailable
-from checkout import FULL_DATA, REPO, prepare_in
+from checkout import FIXTURE_DATA, FULL_DATA, REPO, prepare_in
 
 FIXTURES = REPO / "tests" / "fixtures" / "alpacaeval"
 NO_DATA = Path("/nonexistent-data-root")
+SAMPLE = "alpacaeval/alpaca_eval_sample.json"  # every 8th of the 805, under FIXTURE_DATA
 REFERENCE_MODEL = "alpaca-7b"
 
 
 def task_with(tmp_path: Path | None = None, **params):
-    base = {"eval_source": "bundled", "test_size": 6, "train_source": "split",
+    base = {"eval_source": "file", "eval_file": SAMPLE, "test_size": 6, "train_source": "split",
             "train_size": None, "max_new_tokens": 8, "lc_glm": "length_controlled_minimal"}
     task = build(TaskConfig(id="alpacaeval", package="alpacaeval", level="L2",
-                            params=base | params), NO_DATA)
+                            params=base | params), FIXTURE_DATA)
     if tmp_path is not None:
         task.harness = harness_in(tmp_path)
     return task
@@ -164,11 +165,12 @@ def test_the_offline_variant_is_a_task_of_its_own_and_alpacaeval_is_always_the_p
     for grid in ("ci", "quick", "smoke"):
         cfg = compose([f"grid={grid}", "task=alpacaeval_local"])
         p = AlpacaEvalParams.from_dict(cfg.task.params)
-        # the default and ci grids read the sample shipped with the task; smoke, all 805 from
+        # the default and ci grids read the sample among the test fixtures; smoke, all 805 from
         # paths.data
-        source = ("file", "alpacaeval/alpaca_eval_gpt4_baseline.json") if grid == "smoke" \
-            else ("bundled", None)
-        assert (p.eval_source, p.eval_file) == source
+        own_data = compose([f"grid={grid}", "task=gsm8k_arith"]).paths.data  # $A2RL_DATA or data
+        source = ("file", "alpacaeval/alpaca_eval_gpt4_baseline.json", own_data) \
+            if grid == "smoke" else ("file", SAMPLE, "tests/fixtures/data")
+        assert (p.eval_source, p.eval_file, cfg.paths.data) == source
         assert (p.train_source, p.judge.kind) == ("split", "local")
         assert p.test_size and p.test_size <= 60 and p.lc_glm == "length_controlled_minimal"
         assert "alpacaeval" not in cfg.grid.tasks and "alpacaeval_local" in cfg.grid.tasks
@@ -195,11 +197,12 @@ def full_eval_set(tmp_path: Path) -> AlpacaEvalParams:
     return AlpacaEvalParams.from_dict({"eval_source": "file", "eval_file": str(path)})
 
 
-def test_the_eval_set_is_the_805_and_the_bundled_sample_every_8th_of_it(tmp_path):
+def test_the_eval_set_is_the_805_and_the_fixture_sample_every_8th_of_it(tmp_path):
     items, _ = load_eval_set(full_eval_set(tmp_path), NO_DATA)
     assert len(items) == 805 and {x["generator"] for x in items} == {"gpt4_1106_preview"}
     assert all(x["reference"].strip() for x in items)
-    sample, _ = load_eval_set(AlpacaEvalParams.from_dict({"eval_source": "bundled"}), NO_DATA)
+    sample, _ = load_eval_set(AlpacaEvalParams.from_dict({"eval_source": "file",
+                                                          "eval_file": SAMPLE}), FIXTURE_DATA)
     assert [x["index"] for x in sample] == list(range(0, 805, 8))
     assert sample == [items[i] for i in range(0, 805, 8)]  # same text, reference, index
 
@@ -240,7 +243,7 @@ def test_prepare_writes_targets_for_train_and_seals_test(tmp_path):
 def published_annotations(tmp_path: Path) -> tuple[Path, dict]:
     """alpaca-7b's published annotations (weighted GPT-4 Turbo judge) and its leaderboard row:
     from $A2RL_DATA or ../shared when present, else the in-repo fixture (its preferences and
-    outputs, joined with the bundled references)."""
+    outputs, joined with the sample's references)."""
     import csv
 
     roots = [Path(os.environ["A2RL_DATA"]) if os.environ.get("A2RL_DATA") else None,
