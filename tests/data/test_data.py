@@ -321,7 +321,7 @@ def test_a_zip_member_outside_its_folder_is_refused(served, tmp_path, capsys):
     assert not (tmp_path / "escaped.txt").exists() and not leftovers(tmp_path / "data")
 
 
-def test_missing_data_fails_planning_with_the_fetch_command(tmp_path):
+def test_missing_data_fails_planning_with_the_fetch_command(tmp_path, monkeypatch):
     from a2rl.config.compose import compose, composing, grid_overrides
 
     base = grid_overrides("paper", [f"paths.data={tmp_path}"])
@@ -332,8 +332,12 @@ def test_missing_data_fails_planning_with_the_fetch_command(tmp_path):
     for task in ("alfworld", "deepsearchqa", "webshop"):
         assert any(p.startswith(f"task {task}:") and f"a2rl data fetch {task}`" in p
                    for p in problems), problems
-    for grid in ("ci", "quick"):  # the offline grids need no data (a clean clone runs them)
-        base = grid_overrides(grid, [f"paths.data={tmp_path}"])
+    # the offline grids need no data: a clean clone runs them, whatever A2RL_DATA names (their
+    # alpacaeval_local cells read the fixture sample; an explicit paths.data= on the command line
+    # would apply to those cells too, as any override does)
+    monkeypatch.setenv("A2RL_DATA", str(tmp_path))
+    for grid in ("ci", "quick"):
+        base = grid_overrides(grid, [])
         tasks = compose(base).grid.tasks
         assert not grid_data_problems([compose([*base, f"task={t}"]) for t in tasks]), grid
     smoke = grid_overrides("smoke", [f"paths.data={tmp_path}"])
