@@ -357,8 +357,7 @@ def test_snakemake_ci_grid_leaderboard(ci_grid):
 def test_more_seeds_for_a_finished_grid_plan_only_the_new_cells(ci_grid):
     """Asking a finished grid for another seed (an override that only chooses cells, so the
     runs stay under the grid's label) plans the new seed's cells and the leaderboard and report
-    again, and leaves every finished job alone: their params do not name the seeds. (Before the
-    second grid below, which prepares the shared model folder under its own overrides.)"""
+    again, and leaves every finished job alone: their params do not name the seeds."""
     planned = run([sys.executable, "-m", "snakemake", "-n", "--cores", "2", "--config",
                    "grid=ci", 'overrides=["grid.seeds=[0,1]"]'], ci_grid)
     rules = re.findall(r"^rule (\w+):$", planned, re.MULTILINE)
@@ -392,6 +391,11 @@ def test_a_second_grid_leaves_the_first_grids_runs_and_leaderboard_intact(ci_gri
     summary = read_json(second / "runs" / TASK / "noop" / "none" / "seed0" / "summary.json")
     assert (summary["grid"], summary["budget"]["time_limit_s"]) == (second.name, 60)
     assert f"grid {second.name}" in (second / "report" / "index.html").read_text()
+    # the base model folder the two grids share is made from the model's config alone, so the
+    # second grid's overrides leave the first grid's jobs up to date
+    planned = run([sys.executable, "-m", "snakemake", "-n", "--cores", "2", "--config",
+                   "grid=ci"], ci_grid)
+    assert "Nothing to be done" in planned, planned
 
 
 # ------------------------------------------------------------------------------ dvc, grid=ci

@@ -4,7 +4,8 @@
 # compose API (a2rl.config.compose), exactly as `a2rl run` composes it. Snakemake's own config takes
 #   grid=<name>        conf/grid/<name>.yaml (default: quick)
 #   infra_retries=N    run again a run the harness failed up to N times (default 2; run.smk)
-#   overrides=[...]    Hydra overrides for every cell, e.g. '["task.params.test_size=50"]'
+#   overrides=[...]    Hydra overrides for every cell, e.g. '["++task.params.test_size=50"]'
+#                      (a task's own params take ++: the grid is composed before any task is)
 #                      (a string is split like a shell line); they may not choose a cell axis.
 # The grid config is checked before any job starts by the dataclasses of a2rl.config.types (the
 # config's one definition) and the reference agents' settings by theirs
@@ -21,6 +22,7 @@
 # The rules' paths come from a2rl.common.layout (PATHS below, relative to the working directory,
 # with wildcards such as "{task}" in place of names), where the stages find them too.
 import functools
+import json
 import os
 import re
 import shlex
@@ -172,9 +174,11 @@ wildcard_constraints:
 # ------------------------------------------------------------------------- input functions
 
 
-def overrides_of_model(wildcards):
-    """Overrides composing the (first) task that uses this model."""
-    return task_overrides(TASK_OF_MODEL[wildcards.model], JOB_OVERRIDES)
+def model_config(wildcards):
+    """The model's config as JSON (what its folder is made from). The folder under resources/ is
+    shared by every grid naming the model: its job's params are this alone, so that another
+    grid's overrides do not make it, and the first grid's cells, look out of date."""
+    return json.dumps(asdict(TASK_CFG[TASK_OF_MODEL[wildcards.model]].task.model), sort_keys=True)
 
 
 def overrides_of_task(wildcards):

@@ -8,7 +8,7 @@ rule prepare_model:
     log:
         str(PATHS.log("prepare_model", "{model}")),
     params:
-        overrides=overrides_of_model,
+        model=model_config,
     resources:
         **resources_of("prepare_model"),
     conda:

@@ -1,6 +1,6 @@
-"""Rule prepare_model: run a2rl.pipeline.stages.prepare_model on the job's composed config."""
+"""Rule prepare_model: the base model folder from its config (the job's params.model)."""
 
-from a2rl.pipeline import run_stages
+from a2rl.pipeline import run_prepare_model
 
-run_stages(["prepare_model"], snakemake.params.overrides,  # noqa: F821 (set by Snakemake)
-           log_path=snakemake.log[0], expect=[snakemake.output.model])  # noqa: F821
+run_prepare_model(snakemake.params.model, snakemake.output.model,  # noqa: F821 (set by Snakemake)
+                  log_path=snakemake.log[0])  # noqa: F821

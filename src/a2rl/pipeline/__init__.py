@@ -14,8 +14,8 @@ from a2rl import lazy_face
 # package, ``a2rl submit`` and ``--help`` too, and most need little of it)
 _FACE = {
     "run_cell": "cell", "STAGES": "jobs", "run_leaderboard": "jobs", "run_report": "jobs",
-    "run_stages": "jobs", "stage_function": "jobs", "ComposeCache": "plancache",
-    "check_agent_sizing": "resources",
+    "run_stages": "jobs", "run_prepare_model": "jobs", "stage_function": "jobs",
+    "ComposeCache": "plancache", "check_agent_sizing": "resources",
     "resource_keys": "resources", "rule_resources": "resources", "layout_of": "stages",
     "load_task_of": "stages", "prepare_model": "stages", "prepare_task": "stages", "run_paths":
     "stages", "write_rollouts": "stages",

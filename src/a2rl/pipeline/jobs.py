@@ -94,6 +94,23 @@ def run_stages(names: Sequence[str], overrides: Sequence[str], log_path: str | N
     return results
 
 
+def run_prepare_model(model: str, dest: os.PathLike | str, log_path: str | None = None) -> Path:
+    """Make the base model folder ``dest`` from the model's config alone (``model``: a
+    ``ModelConfig`` as JSON). The folder is shared by every grid that names the model, so the
+    job that makes it depends on that config, not on a grid's overrides: another grid's
+    overrides leave it, and the cells built on it, up to date."""
+    import json
+
+    from a2rl.config.task import ModelConfig
+    from a2rl.models.provision import prepare_base_model
+
+    with log_output(log_path):
+        log.info("stage prepare_model: %s", model)
+        path = prepare_base_model(ModelConfig(**json.loads(model)), Path(dest))
+        log.info("stage prepare_model done")
+    return path
+
+
 def run_leaderboard(overrides: Sequence[str], run_roots: Iterable[os.PathLike | str],
                     log_path: str | None = None):
     """Build the leaderboard of ``run_roots`` where the config of ``overrides`` puts results."""
