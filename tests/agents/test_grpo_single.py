@@ -110,7 +110,8 @@ def test_the_agent_routes_by_the_tasks_declaration(arith, tmp_path, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
     ws = workspace(tmp_path / "b", empty)
-    assert grpo.grpo_rounds(ws, "base", TINY) == (0, 0)
+    rounds = grpo.Rounds("grpo", ws)
+    assert grpo.grpo_rounds(ws, "base", TINY, rounds) == 0 and rounds.submitted == 0
     assert "declares no environment or reward" in capsys.readouterr().out
     (empty / "rollouts.json").write_text(json.dumps({"kind": "episodes", "module": "m",
                                                      "env": "E"}))

@@ -64,7 +64,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from plan import deadline, run_until, submit, submit_base_model
+from plan import Rounds, deadline, run_until
 from plan import log as plan_log
 from settings import GrpoSettings, load
 
@@ -142,24 +142,22 @@ def install_scripts(ws: Path, kind: str) -> None:
         shutil.copy(script, ws / "code" / script.name)
 
 
-def grpo_rounds(ws: Path, model: str, settings: GrpoSettings,
-                first_round: int = 1) -> tuple[int, int]:
+def grpo_rounds(ws: Path, model: str, settings: GrpoSettings, rounds: Rounds) -> int:
     """Run GRPO rounds from ``model`` while the budget allows, each from the previous round's
     model, and submit every round's model: the grader's answer (score, best so far) is the
     feedback, and sampled train success is no guide across rounds because the games picked
     shift towards the uncertain ones. The task's declaration picks the script (episodes or
-    single-turn); with none, no round runs. Returns (0, or 1 when the training script fails;
-    the number of models submitted)."""
+    single-turn); with none, no round runs. Returns 0, or 1 when the training script fails;
+    ``rounds`` counts what was submitted."""
     kind = declared_kind(ws)
     if kind is None:
-        return 0, 0
+        return 0
     install_scripts(ws, kind)
     script = ws / "code" / GRPO_SCRIPT.name
     unit = "steps" if kind == "single_turn" else "iterations"
     iter_s = 0.0  # the longest iteration (single-turn: step) so far, with its save
-    submitted = 0
     anchor = model  # every round's KL penalty pulls towards the model the first round started from
-    for k in range(first_round, first_round + settings.rounds):
+    for k in range(1, settings.rounds + 1):
         until = deadline(settings.reserve_s)
         if time.time() + iter_s > until:
             log(f"skipping round {k} and after: {until - time.time():.0f}s before the deadline, "
@@ -173,7 +171,7 @@ def grpo_rounds(ws: Path, model: str, settings: GrpoSettings,
         code = run_until(command, until, ws / "code", settings.reserve_s)
         if code is not None and code != 0:
             log("GRPO failed")
-            return 1, submitted
+            return 1
         if not (out / "grpo_log.json").exists():
             log(f"round {k}: no {unit} finished and saved before the deadline; nothing to "
                 "submit")
@@ -185,18 +183,17 @@ def grpo_rounds(ws: Path, model: str, settings: GrpoSettings,
         iter_s = max(r["seconds"] + r.get("save_s", 0.0) for r in rows)
         log(f"round {k} ({len(rows)} {unit}, the longest {iter_s:.0f}s): sampled train "
             f"success {[round(r['success'], 1) for r in rows]}")
-        if not submit("grpo", out) or code is None:
+        if not rounds.submit(out, {"stopped": code is None}):
             break
-        submitted += 1
-        model = str(out)
-    return 0, submitted
+        model = rounds.last
+    return 0
 
 
 def main() -> int:
     ws = Path(os.environ["A2RL_WORKSPACE"])
-    code, submitted = grpo_rounds(ws, str(ws / "base_model"), load(GrpoSettings))
-    if not submitted:
-        submit_base_model("grpo", ws, "no GRPO round was submitted")
+    rounds = Rounds("grpo", ws)
+    code = grpo_rounds(ws, str(ws / "base_model"), load(GrpoSettings), rounds)
+    rounds.finish("no GRPO round was submitted")
     return code
 
 

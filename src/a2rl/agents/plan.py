@@ -75,13 +75,14 @@ class Rounds:
 
     def __init__(self, who, ws):
         self.who, self.ws, self.submitted = who, ws, 0
+        self.last = None  # the last model the grader took (the next round starts from it)
 
     def submit(self, out, report):
         """Submit a round's model; whether another round may follow (the grader took it and
         the round was not cut by the deadline)."""
         if not submit(self.who, out):
             return False
-        self.submitted += 1
+        self.submitted, self.last = self.submitted + 1, str(out)
         return not report.get("stopped")
 
     def skip(self, k, why):

@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from grpo import grpo_rounds
-from plan import deadline, log, submit, submit_base_model
+from plan import Rounds, deadline, log
 from settings import SftGrpoSettings, load
 from sft import install_train_script, train_round
 
@@ -34,25 +34,21 @@ def main() -> int:
     ws = Path(os.environ["A2RL_WORKSPACE"])
     settings = load(SftGrpoSettings)
     install_train_script(ws)
-    model, steps, submitted = str(ws / "base_model"), settings.warmup_steps, 0
+    rounds, steps, report = Rounds("sft_grpo", ws), settings.warmup_steps, None
     for k in range(1, settings.warmup_rounds + 1):
-        out = ws / "output" / f"sft-{k}"
+        model, out = rounds.last or str(ws / "base_model"), ws / "output" / f"sft-{k}"
         log("sft_grpo", f"warm-up round {k}: SFT {steps} steps from {model}")
         report = train_round(ws, model, out, steps, k - 1, deadline(settings.reserve_s),
                              batch=settings.warmup_batch, lr=settings.warmup_lr,
                              max_len=settings.warmup_max_len, reserve_s=settings.reserve_s)
-        if report is None or report["steps"] == 0 or not submit("sft_grpo", out):
+        if report is None or report["steps"] == 0 or not rounds.submit(out, report):
             break
-        submitted += 1
-        model = str(out)
-        if report.get("stopped"):
-            log("sft_grpo", "the warm-up was cut by the deadline: no time left for GRPO")
-            return 0
-    if not submitted:
-        submit_base_model("sft_grpo", ws, "the SFT warm-up made no checkpoint in the budget")
+    if not rounds.submitted:
+        return rounds.finish("the SFT warm-up made no checkpoint in the budget")
+    if report and report.get("stopped"):
+        log("sft_grpo", "the warm-up was cut by the deadline: no time left for GRPO")
         return 0
-    code, _ = grpo_rounds(ws, model, settings, first_round=1)
-    return code
+    return grpo_rounds(ws, rounds.last, settings, rounds)
 
 
 if __name__ == "__main__":
