@@ -272,7 +272,7 @@ class AlfworldTask(Task):
             policy = GeneratorPolicy(generator, self.params.max_new_tokens,
                                      actions=self.params.actions)
             episodes = play(games, self._env_factory(), policy, self.params.max_steps, self.fmt,
-                            root=root)
+                            root=root, live=inference.live_episodes)
         finally:
             close = getattr(generator, "close", None)
             if close:

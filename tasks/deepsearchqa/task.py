@@ -255,7 +255,8 @@ class DeepSearchTask(Task):
             policy = GeneratorPolicy(generator, self.params.max_new_tokens)
             episodes = play(list(questions), lambda: SearchEnv(questions, backend,
                                                                self.settings),
-                            policy, self.params.max_steps, self.fmt)
+                            policy, self.params.max_steps, self.fmt,
+                            live=inference.live_episodes)
         except _search_unavailable() as err:  # the search API, not the model, failed
             from .web import SearchBudgetExhausted
 

@@ -385,7 +385,7 @@ class WebShopTask(Task):
         try:
             policy = GeneratorPolicy(generator, self.params.max_new_tokens)
             episodes = play(games, WebShopEnv, policy, self.params.max_steps, self.fmt,
-                            root=root)
+                            root=root, live=inference.live_episodes)
         finally:
             close = getattr(generator, "close", None)
             if close:

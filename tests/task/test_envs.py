@@ -185,6 +185,34 @@ def test_lockstep_equals_sequential_with_one_call_per_step():
     assert set(seq.batches) == {1} and len(seq.batches) == sum(e.n_steps for e in b)
 
 
+class OpenCorridor(CorridorEnv):
+    """The corridor, counting how many of its environments are open at once."""
+
+    open = peak = 0
+
+    def reset(self, game: str) -> Observation:
+        OpenCorridor.open += 1
+        OpenCorridor.peak = max(OpenCorridor.peak, OpenCorridor.open)
+        return super().reset(game)
+
+    def close(self) -> None:
+        OpenCorridor.open -= 1
+
+
+def test_a_bound_on_live_episodes_keeps_the_episodes_and_frees_each_as_it_ends():
+    """live=2: the same episodes as all at once, never more than two open environments or two
+    views in a call, each environment closed and the policy told as its episode ends."""
+    policy, ended = RecordingPolicy(), []
+    policy.end_episode = ended.append
+    bounded = play(GAMES, OpenCorridor, policy, max_steps=6, keep_prompts=True, live=2)
+    assert max(policy.batches) == 2 and OpenCorridor.peak == 2 and OpenCorridor.open == 0
+    assert sorted(ended) == list(range(len(GAMES)))
+    at_once = play(GAMES, CorridorEnv, RecordingPolicy(), max_steps=6, keep_prompts=True)
+    assert [e.to_dict() for e in bounded] == [e.to_dict() for e in at_once]
+    with pytest.raises(ValueError, match="live=-1"):
+        play(GAMES, CorridorEnv, RecordingPolicy(), max_steps=6, live=-1)
+
+
 def test_random_policy_is_reproducible_and_order_free():
     a = play(GAMES, CorridorEnv, RandomPolicy(3), max_steps=6)
     b = play(list(reversed(GAMES)), CorridorEnv, RandomPolicy(3), max_steps=6, lockstep=False)

@@ -191,6 +191,40 @@ def test_episode_caches_reuse_extend_rebuild_and_free(generator):
     assert len(generator.episodes) == 0
 
 
+def test_live_episodes_bound_the_caches_held_and_keep_the_actions(generator, monkeypatch):
+    """Lockstep play with the model at most two episodes at once (inference.live_episodes):
+    the same actions as every episode at once, and never more than two caches held."""
+    from a2rl.task.envs import GeneratorPolicy, Observation, Step, TextEnv, play
+
+    class Rooms(TextEnv):
+        def reset(self, game):
+            self.game, self.n = game, 0
+            return Observation(f"You are in room {game}.", f"leave room {game}",
+                               ["go north", "go south", f"open door {game}"], {})
+
+        def step(self, action):
+            self.n += 1
+            return Step(Observation(f"After {action}: room {self.game}, turn {self.n}.",
+                                    "", ["go north", "go south", "look"], {}),
+                        0.0, False, {"won": False})
+
+    held, play_caches = [], generator.generate_episodes
+
+    def counting(requests, max_new_tokens=24):
+        texts = play_caches(requests, max_new_tokens)
+        held.append(len(generator.episodes))  # every cache held after the call
+        return texts
+
+    games = [str(g) for g in range(5)]
+    generator.reset()
+    at_once = play(games, Rooms, GeneratorPolicy(generator, 6), max_steps=3)
+    monkeypatch.setattr(generator, "generate_episodes", counting)
+    bounded = play(games, Rooms, GeneratorPolicy(generator, 6), max_steps=3, live=2)
+    assert [[s["action"] for s in e.steps] for e in bounded] == \
+        [[s["action"] for s in e.steps] for e in at_once]
+    assert max(held) == 2 and len(generator.episodes) == 0
+
+
 def test_joined_episode_caches_decode_in_place(generator):
     """The batch's joined cache lives in buffers reserved for the prompt and the reply: a
     decoding step writes into them (no copy of the cache per step) and the model sees the same

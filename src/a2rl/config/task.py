@@ -65,6 +65,14 @@ class InferenceConfig:
     """Prompts per generation batch."""
     max_new_tokens: int = 256
     """Generation length limit per completion."""
+    live_episodes: int = 0
+    """Interactive tasks: episodes played at once in lockstep, the next game starting as one
+    ends (``a2rl.task.envs.play``); 0: all of them. A live episode holds its environment and,
+    on the HF backend, its KV cache, which grows with its chat (about 46 KB a token for the
+    135M model in fp32, so a real ALFWorld episode's window of ~4,500 tokens is ~200 MB, twice
+    that while the batch's caches are joined): the bound keeps memory at about live x that.
+    Fixed in the config, never taken from the machine's free memory, so that a score does not
+    depend on which machine graded it."""
     temperature: float = 0.0
     """Sampling temperature; 0 is greedy."""
     torch_threads: int = 0
@@ -91,6 +99,8 @@ class InferenceConfig:
         require(self.batch_size >= 1, f"inference.batch_size={self.batch_size}; expected >= 1")
         require(0 <= self.pad_budget <= 1,
                 f"inference.pad_budget={self.pad_budget}; expected between 0 and 1")
+        require(self.live_episodes >= 0,
+                f"inference.live_episodes={self.live_episodes}; expected >= 0 (0: all)")
         require(self.max_new_tokens >= 1,
                 f"inference.max_new_tokens={self.max_new_tokens}; expected >= 1")
         require(self.temperature >= 0, f"inference.temperature={self.temperature}; expected >= 0")

@@ -231,6 +231,7 @@ class Episode:
 class _Running:
     def __init__(self, index: int, game: str, env: TextEnv, fmt: PromptFormat, path: str):
         self.index, self.env, self.fmt = index, env, fmt
+        self.closed = False  # its environment closed and the policy told (play's finish)
         first = env.reset(path)
         self.episode = Episode(game=game, goal=first.goal,
                                info={k: v for k, v in first.info.items() if k != "expert"})
@@ -274,10 +275,14 @@ class _Running:
 
 def play(games: Iterable[str], make_env: Callable[[], TextEnv], policy: Policy, max_steps: int,
          fmt: PromptFormat | None = None, lockstep: bool = True,
-         keep_prompts: bool = False, root: str | Path | None = None) -> list[Episode]:
+         keep_prompts: bool = False, root: str | Path | None = None,
+         live: int = 0) -> list[Episode]:
     """Play one episode per game with ``policy`` for at most ``max_steps`` actions each; returns
     the episodes in game order. Lockstep: one ``policy.choose`` call per step for all unfinished
     episodes (each with its own environment); sequential: one episode after another.
+    ``live``: in lockstep, at most this many episodes at once, the next game starting (in
+    order) as one ends; 0: all at once. What an episode holds while it runs (its environment,
+    a model policy's KV cache) is freed when it ends, so ``live`` bounds the memory.
     With ``root``, games are ids relative to it: episodes and policies see the ids, so seeded
     choices (random and perturbed policies) do not depend on where the data lives. A policy
     with ``end_episode(index)`` is told when each episode ends (it frees what it kept)."""
@@ -285,17 +290,33 @@ def play(games: Iterable[str], make_env: Callable[[], TextEnv], policy: Policy, 
     games = list(games)
     if max_steps < 1:
         raise ValueError(f"max_steps={max_steps}; expected >= 1")
+    if live < 0:
+        raise ValueError(f"live={live}; expected >= 0 (0: every episode at once)")
     if not lockstep:
         return [ep for g in games
                 for ep in play([g], make_env, policy, max_steps, fmt, True, keep_prompts, root)]
     end = getattr(policy, "end_episode", None)
-    running: list[_Running] = []
+    episodes: list[Episode] = []
+    active: list[_Running] = []
     done = _episodes_done(len(games))
+
+    def finish(r: _Running) -> None:
+        if r.closed:
+            return
+        r.closed = True
+        if end:
+            end(r.index)
+        r.env.close()
+
     try:
-        for i, g in enumerate(games):
-            running.append(_Running(i, g, make_env(), fmt, str(Path(root) / g) if root else g))
-        active = [r for r in running if not r.episode.done]
-        while active:
+        while True:
+            while len(episodes) < len(games) and (not live or len(active) < live):
+                i = len(episodes)
+                path = str(Path(root) / games[i]) if root else games[i]
+                active.append(_Running(i, games[i], make_env(), fmt, path))
+                episodes.append(active[-1].episode)
+            if not active:
+                break
             views = [r.view() for r in active]
             choices = policy.choose(views)
             if len(choices) != len(views):
@@ -303,17 +324,15 @@ def play(games: Iterable[str], make_env: Callable[[], TextEnv], policy: Policy, 
                                    "episodes")
             for r, v, c in zip(active, views, choices):
                 r.advance(v, c, max_steps, keep_prompts)
-                if r.episode.done and end:
-                    end(r.index)
+                if r.episode.done:
+                    finish(r)
             active = [r for r in active if not r.episode.done]
-            done(len(running) - len(active))
+            done(len(episodes) - len(active))
     finally:
         done(None)
-        for r in running:
-            if end and not r.episode.done:
-                end(r.index)
-            r.env.close()
-    return [r.episode for r in running]
+        for r in active:
+            finish(r)
+    return episodes
 
 
 def _episodes_done(total: int) -> Callable[[int | None], None]:
