@@ -76,31 +76,37 @@ class EpisodeCaches:
         up holding its prompt."""
         import torch
 
-        rows = [(key, list(ids), self._reusable(key, ids)) for key, ids in requests]
-        if not all(ids for _, ids, _ in rows):
+        rows = [(key, list(ids)) for key, ids in requests]
+        if not all(ids for _, ids in rows):
             raise ValueError("an episode prompt has no tokens")
+        # one copy of each episode's cache alive at a time: an episode's old cache is dropped
+        # as soon as it is extended, and the extended ones as soon as they are joined (holding
+        # on to them made a step's peak four times the live caches, not two)
         started, heads = time.perf_counter(), []
-        for key, ids, entry in rows:
-            self.entries.pop(key, None)  # the batch holds it now; no second copy
+        for key, ids in rows:
+            entry = self._reusable(key, ids)
+            self.entries.pop(key, None)  # the batch holds it now
             self.reused += len(entry.ids) if entry else 0
             self.encoded += len(ids) - (len(entry.ids) if entry else 0)
             heads.append(self._extended(entry, ids[:-1]))
+            del entry
         self.prefill_s += time.perf_counter() - started
-        width = max(len(ids) for _, ids, _ in rows)
+        width = max(len(ids) for _, ids in rows)
         pad = generation_config.pad_token_id
         device = self.model.device
-        input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for _, ids, _ in rows],
+        input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for _, ids in rows],
                                  dtype=torch.long, device=device)
-        mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for _, ids, _ in rows],
+        mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for _, ids in rows],
                             dtype=torch.long, device=device)
         capacity = width + (generation_config.max_new_tokens or 0)
         kwargs = {"cache": self._joined(heads, width - 1, capacity)} if width > 1 else {}
+        heads.clear()
         config = copy.deepcopy(generation_config)
         config.return_dict_in_generate = True
         out = self.model.generate(input_ids=input_ids, attention_mask=mask,
                                   generation_config=config, **kwargs)
         cache = out.cache  # the joined cache, extended by the last tokens and the decoding
-        for i, (key, ids, _) in enumerate(rows):
+        for i, (key, ids) in enumerate(rows):
             keep = mask[i].bool().nonzero().squeeze(-1)  # the row's prompt positions
             # indexing with a tensor copies: each row's cache owns its memory, not the batch's
             self.entries[key] = _Entry(ids, [
