@@ -4,11 +4,12 @@
     python experiments/episode_cache_profile/peak_memory.py --src /old/src --src src
 
 For each ``--src`` (an a2rl source tree; several compare versions side by side in one run), a
-fresh subprocess plays ``--episodes`` synthetic episodes in lockstep through
-``a2rl.task.episode_cache.ModelGenerator.generate_episodes``: every step appends ``--turn``
+fresh subprocess plays ``--episodes`` synthetic episodes in lockstep through the grader's HF
+generator (``a2rl.task.load_generator``, ``generate_episodes``): every step appends ``--turn``
 tokens to every episode's prompt and decodes ``--new`` tokens. It reports the process's peak
-resident memory above what it held after loading the model and one short call, the bytes of the caches held after
-the last step, and their ratio: how many copies of the live caches a step holds at its peak.
+resident memory above what it held after loading the model and one short call, the bytes of
+the caches held after the last step, and their ratio: how many copies of the live caches a
+step holds at its peak.
 The synthetic prompts are random token ids (the memory does not depend on what they say).
 """
 
@@ -20,6 +21,7 @@ import os
 import resource
 import subprocess
 import sys
+from pathlib import Path
 
 DEFAULT_MODEL = "resources/models/smollm2-135m-instruct"
 
@@ -31,13 +33,12 @@ def peak_mb() -> float:
 def measure(a: argparse.Namespace) -> dict:
     """One version, in this process (run as a subprocess by ``main``)."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from a2rl.task.episode_cache import ModelGenerator
+    from a2rl.config import InferenceConfig
+    from a2rl.task import load_generator
 
-    torch.set_num_threads(a.threads)
-    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32).eval()
-    generator = ModelGenerator(model, AutoTokenizer.from_pretrained(a.model))
+    generator = load_generator(Path(a.model), InferenceConfig(backend="hf", torch_threads=a.threads,
+                                                        max_new_tokens=a.new))
     gen = torch.Generator().manual_seed(0)
     # a first short call allocates what every call needs (about 0.5 GB here), counted apart
     generator.generate_episodes([("warm-up", list(range(100, 100 + a.turn)))], a.new)
