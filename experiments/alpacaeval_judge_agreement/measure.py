@@ -85,8 +85,10 @@ POINTWISE_SCORES = ("yes_no", "mean_loglik")
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=Path(
-        os.environ.get("A2RL_DATA") or REPO.parent / "shared" / "data") / "alpacaeval")
+    parser.add_argument("--data", type=Path, required=not os.environ.get("A2RL_DATA"),
+                        default=Path(os.environ.get("A2RL_DATA", ".")) / "alpacaeval",
+                        help="alpaca_eval's results and leaderboard (default: "
+                             "$A2RL_DATA/alpacaeval)")
     parser.add_argument("--judge-kind", choices=KINDS, default="pairwise")
     parser.add_argument("--judge", type=Path,
                         default=REPO / "resources" / "models" / "smollm2-135m-instruct",

@@ -48,9 +48,9 @@ def load() -> list[float]:
 def cell_config(agent: str, overrides: list[str]):
     from a2rl.config import compose
 
-    data = os.environ.get("A2RL_DATA") or str(REPO.parent / "shared" / "data")
+    # the data through the configured path (paths.data: $A2RL_DATA, else the checkout's data/)
     return compose(["grid=smoke", "task=alpacaeval_local", f"agent={agent}", "driver=none",
-                    "seed=0", f"paths.root={REPO}", f"paths.data={data}", *overrides])
+                    "seed=0", f"paths.root={REPO}", *overrides])
 
 
 def run_stages(cfg) -> list[dict[str, Any]]:
