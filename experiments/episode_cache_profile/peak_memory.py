@@ -75,8 +75,9 @@ def main() -> None:
     rows = []
     for src in a.src:
         env = {**os.environ, "PYTHONPATH": os.path.abspath(src)}
-        rest = [arg for arg in sys.argv[1:] if arg not in a.src and arg != "--src"]
-        out = subprocess.run([sys.executable, __file__, "--one", "--src", src, *rest],
+        options = [f"--{name}={getattr(a, name)}"
+                   for name in ("model", "episodes", "steps", "turn", "new", "threads")]
+        out = subprocess.run([sys.executable, __file__, "--one", "--src", src, *options],
                              env=env, capture_output=True, text=True, check=True).stdout
         rows.append(json.loads(out.strip().splitlines()[-1]))
         print(json.dumps(rows[-1]))
