@@ -492,13 +492,12 @@ def test_games_drawn_to_a_goal_type_mix_have_that_mix(tmp_path):
     from a2rl_tasks.alfworld.games import Difficulty, make_games
 
     types = ["put_on", "put_in", "fetch", "open_fetch", "drop", "open"]
-    free = make_games(tmp_path / "free", "g", 4, 555, Difficulty((1, 2), (3, 5), (1, 2)), types)
+    small = Difficulty((1, 2), (3, 5), (1, 2))
+    free = make_games(tmp_path / "free", "g", 4, 555, small, types)
     mix = {"open": 2, "put_on": 1, "fetch": 1}
-    mixed = make_games(tmp_path / "mix", "g", 4, 555, Difficulty((1, 2), (3, 5), (1, 2)), types,
-                       mix=mix)
+    mixed = make_games(tmp_path / "mix", "g", 4, 555, small, types, mix=mix)
     assert Counter(m["goal_type"] for m in mixed) == mix
     assert Counter(m["goal_type"] for m in free) != mix  # the draw alone gives another mix
     assert [m["seed"] for m in mixed] == sorted(m["seed"] for m in mixed)
     with pytest.raises(ValueError, match="not 3"):
-        make_games(tmp_path / "bad", "g", 3, 555, Difficulty((1, 2), (3, 5), (1, 2)), types,
-                   mix=mix)
+        make_games(tmp_path / "bad", "g", 3, 555, small, types, mix=mix)

@@ -5,8 +5,8 @@
 #   grid=<name>        conf/grid/<name>.yaml (default: quick)
 #   infra_retries=N    run again a run the harness failed up to N times (default 2; run.smk)
 #   overrides=[...]    Hydra overrides for every cell, e.g. '["++task.params.test_size=50"]'
-#                      (a task's own params take ++: the grid is composed before any task is)
 #                      (a string is split like a shell line); they may not choose a cell axis.
+#                      A task's own params take ++: the grid is composed before any task is.
 # The grid config is checked before any job starts by the dataclasses of a2rl.config.types (the
 # config's one definition) and the reference agents' settings by theirs
 # (a2rl.pipeline.agent_settings); checked configs are cached in .snakemake/ (see
