@@ -6,6 +6,8 @@ and read in ``a2rl.common.records``.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import tempfile
@@ -34,6 +36,21 @@ def write_text_atomic(path: Path, text: str, mode: int = 0o644) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@contextlib.contextmanager
+def held_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (created if missing) while the block runs, so that
+    processes writing the same files take turns. fcntl's lock, released by the kernel if the
+    holder dies, so a killed writer never leaves a stale lock behind."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def print_report(report: dict, out: str | Path | None, indent: int = 1) -> None:

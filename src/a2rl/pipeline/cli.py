@@ -128,6 +128,7 @@ OVERRIDES are Hydra overrides of conf/config.yaml, e.g. task=gsm8k agent=sft see
 def run_cell(cfg) -> None:
     """Every stage of one cell, in order, then the leaderboard over all summarized runs."""
     from a2rl.analysis.leaderboard import build_leaderboard, discover_run_roots
+    from a2rl.common.files import held_lock
     from a2rl.common.layout import Layout
     from a2rl.report import build_report
 
@@ -139,8 +140,11 @@ def run_cell(cfg) -> None:
         else:
             stage_function(name)(cfg)
     layout = Layout.from_paths(cfg.paths)
-    board = build_leaderboard(discover_run_roots(layout), layout)
-    index = build_report(discover_run_roots(layout), layout)
+    # cells run at once (a sweep's, or several `a2rl run`s) share these files: one writes them
+    # at a time, each from the runs present when its turn comes, so the last sees them all
+    with held_lock(layout.results / ".report.lock"):
+        board = build_leaderboard(discover_run_roots(layout), layout)
+        index = build_report(discover_run_roots(layout), layout)
     log.info("%s: done; leaderboard (%d rows) at %s, report at %s", cell, len(board),
              layout.leaderboard_md, index)
 
