@@ -546,9 +546,11 @@ def test_sft_with_more_steps_than_the_budget_stops_at_its_deadline_and_submits(r
     from a2rl.common.hardware import AGENT_DEVICE, resolve_precision
 
     # the deadline falls 90 s after the start: room for a loaded machine's imports and
-    # tokenizing, far too little for 8000 steps (about 0.02-0.05 s each on the tiny model)
+    # tokenizing, far too little for 40,000 steps (0.007-0.05 s each on the tiny model: a fast
+    # CI machine ran 8,000 within the deadline)
+    steps = 40_000
     run(a2rl("run", "grid=ci", f"task={TASK}", "agent=sft", "seed=4", "budget.time_limit_s=150",
-             "++agent.settings.sft.reserve_s=60", "++agent.settings.sft.steps=8000",
+             "++agent.settings.sft.reserve_s=60", f"++agent.settings.sft.steps={steps}",
              "++agent.settings.sft.batch=1"), repo_copy)
     run_root = run_dir(repo_copy, "sft", seed=4)
     run_json = read_json(run_root / "run.json")
@@ -560,7 +562,7 @@ def test_sft_with_more_steps_than_the_budget_stops_at_its_deadline_and_submits(r
     assert ledger[0]["valid"] and not ledger[0]["equals_base"]
     assert ledger[0]["elapsed_s"] < 150 - 30  # submitted within the reserve, not at the kill
     report = read_json(run_root / "workspace" / "output" / "ckpt-1" / "train_log.json")
-    assert 1 <= report["steps"] < 8000 and report["skipped_steps"] == 8000 - report["steps"]
+    assert 1 <= report["steps"] < steps and report["skipped_steps"] == steps - report["steps"]
     assert report["precision"] == precision
     assert "stopped early by the deadline" in (run_root / "agent.log").read_text()
     # the summary says which machine (and precision) the scores and times came from
