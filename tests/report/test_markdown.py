@@ -101,3 +101,15 @@ def test_the_network_policy_is_said_once_and_drawn_twice(overrides, said, tmp_pa
     assert (policy in md and policy in page) == ("agent.network=allowlist" in overrides)
     assert ("Policy: open." in md and "Policy: open." in page) == ("agent.network=open"
                                                                    in overrides)
+
+
+def test_an_agent_process_killed_at_its_memory_limit_is_said_beside_its_status(tmp_path,
+                                                                                blank_summary):
+    """A training script killed by the memory cgroup shows in the agent's log only as exit -9:
+    the outcome says so in both formats; a run without the event says nothing of memory."""
+    oom = {"kind": "agent_oom", "elapsed_s": 183.9, "oom_kills": 1, "memory_bytes": 18993721344}
+    summary = replace(blank_summary, timeline=[*blank_summary.timeline, oom])
+    said = "1 process(es) killed at its memory limit of 17.7 GiB"
+    assert said in render_markdown(summary).split("| Agent status |")[1].split("\n")[0]
+    assert said in visible(run_page(summary, RunPaths(tmp_path / "run"), "plot.svg"))
+    assert "memory limit" not in render_markdown(blank_summary)

@@ -78,6 +78,18 @@ def final_note(summary: RunSummary) -> str:
     return ""
 
 
+def memory_note(summary: RunSummary) -> str:
+    """How many of the agent's processes were killed at its memory limit (the ``agent_oom``
+    event), said beside its status: a training script killed this way shows only as exit -9 in
+    the agent's log; empty when none was."""
+    kills = [e for e in summary.timeline if e.get("kind") == "agent_oom"]
+    if not kills:
+        return ""
+    limit = number(kills[-1].get("memory_bytes"))
+    at = f" of {limit / 2**30:.1f} GiB" if limit else ""
+    return f"{kills[-1].get('oom_kills', 1)} process(es) killed at its memory limit{at}"
+
+
 def integrity_view(integrity: dict[str, Any] | None) -> IntegrityView:
     if not integrity:
         return IntegrityView(checked=False, flagged=False, contaminated_items=None,

@@ -16,6 +16,7 @@ from a2rl.analysis.view import (
     Table,
     final_note,
     integrity_view,
+    memory_note,
     network_view,
 )
 from a2rl.common.layout import RunPaths
@@ -134,8 +135,8 @@ def _outcome(s: RunSummary, integrity: IntegrityView) -> str:
     final = fmt(s.final_score) + (f" ± {fmt(s.final_stderr)}"
                                   if s.final_stderr is not None else "")
     return table(["", "value"], [
-        ["Agent status", esc(f"{s.status} (exit {s.exit_code}, "
-                             f"{fmt(s.agent_seconds, 1)} s)")],
+        ["Agent status", esc(f"{s.status} (exit {s.exit_code}, {fmt(s.agent_seconds, 1)} s"
+                             + (f", {memory_note(s)})" if memory_note(s) else ")"))],
         ["Baseline (test)", fmt(s.baseline)],
         [f"Best feedback score ({esc(s.feedback)})", fmt(s.best_feedback_score)],
         ["Final test score", final + esc(final_note(s))],
