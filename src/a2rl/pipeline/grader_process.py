@@ -4,7 +4,8 @@ when it dies) by the harness (a2rl.pipeline.supervisor).
 Its settings come as one line on stdin (a ``GraderSpec``, pickled: typed, and the token never in
 argv or the environment, where other processes could read it); later lines are the harness's
 orders (``{"start": <monotonic>}``: the agent's clock started; ``{"stop": true}``: finish the
-running evaluation and exit). End of stdin (the harness is gone) stops it too. It serves on
+running evaluation and exit). End of stdin without a stop (the harness is gone) makes it exit at
+once, the running evaluation abandoned, since no one is left to book it. It serves on
 the sockets the harness holds (inherited file descriptors), so a restarted grader answers on the
 same socket path and port. It reports on its own pipe, one JSON object a line: ``ready`` once it
 answers, and each evaluation's start and end, which the harness books on the agent's clock.
@@ -123,8 +124,21 @@ def read_spec(stream) -> GraderSpec:
     return spec
 
 
+def follow_orders(orders, clock: BudgetClock) -> bool:
+    """Carry out the harness's orders (one JSON object a line) until it says stop (True) or
+    the lines end without it (False: the harness is gone)."""
+    for line in orders:
+        order = json.loads(line)
+        if order.get("start") is not None:
+            clock.start(order["start"])
+        if order.get("stop"):
+            return True
+    return False
+
+
 def serve(spec: GraderSpec, orders) -> None:
-    """Serve until the harness says stop (or is gone), then finish the running evaluation."""
+    """Serve until the harness says stop, then finish the running evaluation; exit at once if
+    the harness is gone."""
     reporter = Reporter(spec.report_fd)
     cfg, run = spec.cfg, RunPaths(spec.run_root)
     clock = ReportingClock(cfg.budget.time_limit_s, cfg.budget.count_eval_time, reporter.send)
@@ -137,12 +151,13 @@ def serve(spec: GraderSpec, orders) -> None:
     server = GradingServer(service, spec.token, spec.socket_path, listening)
     server.start()
     reporter.send({"ready": True, "pid": os.getpid()})
-    for line in orders:
-        order = json.loads(line)
-        if order.get("start") is not None:
-            clock.start(order["start"])
-        if order.get("stop"):
-            break
+    if not follow_orders(orders, clock):
+        # the harness is gone (killed, or its job ended): no one will book the running
+        # evaluation, and waiting for it would keep a CPU busy for up to eval_timeout_s; a
+        # grader later started on this ledger records it as interrupted
+        logging.getLogger(__name__).warning("the harness is gone: exiting without finishing "
+                                            "the running evaluation")
+        os._exit(3)
     service.wait_idle()
     server.stop()
     reporter.send({"stopped": True})
