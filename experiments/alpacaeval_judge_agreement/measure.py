@@ -265,11 +265,10 @@ def pointwise_summaries(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def partial_pointwise(sample: list[dict[str, Any]], args: argparse.Namespace):
     """The rows a stopped pointwise run wrote, in sample order."""
-    done = {(r["model"], r["item"], r["gpt4_preference"]): r for r in map(
+    done = {(r["model"], r["item"]): r for r in map(
         json.loads, args.out.with_suffix(".partial.jsonl").read_text().splitlines())}
     rows = [done[key] for x in sample
-            if (key := (x["model"], instruction_key(x["instruction"]), x["gpt4_preference"]))
-            in done]
+            if (key := (x["model"], instruction_key(x["instruction"]))) in done]
     return rows, pointwise_summaries(rows)
 
 
@@ -365,6 +364,13 @@ class PointwiseScorer:
                 "mean_loglik": float(reply_lp.mean())}
 
 
+def published(row: dict[str, Any]) -> dict[str, Any]:
+    """A row as the report keeps it: without GPT-4 Turbo's preference, a value copied from
+    AlpacaEval's published annotations (read through --data, never kept in the repository);
+    its side (``gpt4_model_wins``) stays, as the class the sample is stratified by."""
+    return {k: v for k, v in row.items() if k != "gpt4_preference"}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     sample = stratified_sample(annotated_items(args.data), args.per_class, args.seed)
@@ -380,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
               "judge_seconds": None if args.from_partial else round(seconds, 1),
               "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
                           "loadavg_after": [round(v, 2) for v in os.getloadavg()]},
-              "rows": rows}
+              "rows": [published(r) for r in rows]}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(summaries, indent=1))

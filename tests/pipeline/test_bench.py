@@ -266,6 +266,8 @@ def test_judge_agreement_study_measures_each_judge_on_the_same_balanced_sample(
     by_item = {instruction_key(i): i for i in replies}
     assert {i for i, _ in samples[0]} <= set(by_item)  # no tie, unjudged item or empty reply
     assert not any("instruction" in r for report in reports.values() for r in report["rows"])
+    # nor a value copied from the published annotations (the repository keeps no copy of them)
+    assert not any("gpt4_preference" in r for report in reports.values() for r in report["rows"])
 
     length = reports["length"]["summary"]["length"]
     assert length["agreement"]["value"] == 100.0 and length["auc"]["value"] == 1.0
