@@ -58,7 +58,9 @@ def fit_chat(tokenizer, example, max_len):
     if not isinstance(prompt, list) or len(prompt) < 4 or prompt[0]["role"] != "system":
         return example, False
     head, pairs = prompt[:2], [prompt[i:i + 2] for i in range(2, len(prompt) - 1, 2)]
-    last = prompt[2 + 2 * len(pairs):]  # the current observation's user turn, if unpaired
+    # a turn left over after the pairs, kept (a task's rows have none: their last pair ends
+    # with the current observation)
+    last = prompt[2 + 2 * len(pairs):]
 
     def with_pairs(start):
         kept = [t for pair in pairs[start:] for t in pair]

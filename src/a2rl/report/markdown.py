@@ -173,8 +173,8 @@ def _outcome(s: RunSummary, integrity: str) -> list[str]:
         details.append(f"exit {s.exit_code}")
     if s.agent_seconds is not None:
         details.append(f"{_fmt(s.agent_seconds, 1)} s of {_fmt(s.budget.time_limit_s, 0)} s")
-    if memory_note(s):
-        details.append(memory_note(s))
+    if note := memory_note(s):
+        details.append(note)
     if details:
         status += f" ({', '.join(details)})"
     subs = s.submissions
