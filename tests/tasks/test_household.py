@@ -468,6 +468,52 @@ def test_grpo_scores_an_append_style_episode_in_one_pass(prepared, tiny_model, t
             assert torch.allclose(x, y, atol=1e-4)
 
 
+def test_grpo_update_parts_stay_within_their_token_budget(tmp_path):
+    """The update's forward passes: padded size (sequences x the longest) within the budget,
+    order kept, a sequence longer than the budget alone (a real ALFWorld episode's chat, about
+    3,500 tokens, is never padded together with another)."""
+    m = _grpo_module(tmp_path)
+    seqs = [([0] * n, []) for n in (3000, 3000, 500, 500, 500, 5000, 100)]
+    groups = m.micro_batches(seqs, max_tokens=4096)
+    assert [[len(ids) for ids, _ in g] for g in groups] == [[3000], [3000], [500] * 3, [5000],
+                                                           [100]]
+    assert all(len(g) == 1 or len(g) * max(len(i) for i, _ in g) <= 4096 for g in groups)
+    assert [len(ids) for g in m.micro_batches(seqs, 10**6) for ids, _ in g] == \
+        [len(ids) for ids, _ in seqs]
+
+
+def test_grpo_update_in_parts_has_the_gradient_of_one_pass(tiny_model, tmp_path):
+    """Gradient accumulation over the parts gives the minibatch's gradient: the same as one
+    padded pass over all its sequences (policy-gradient term and KL term)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    m = _grpo_module(tmp_path)
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    eos = tok.eos_token_id
+    steps = [(f"Goal: win\n\n{'look around ' * k}\n\nAvailable actions:\nopen box\ngo west",
+              action, adv) for k, action, adv in ((1, "open box", 1.5), (9, "go west", -0.5),
+                                                  (4, "open box", -1.0))]
+    seqs = m.step_sequences(tok, steps, eos)
+    assert len({len(ids) for ids, _ in seqs}) == 3  # padded together in one pass
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+    reference = m.frozen_reference(model, bf16=False)
+    with torch.no_grad():  # the policy moved away from its anchor: a KL with a gradient
+        for param in model.parameters():
+            param.add_(0.01 * torch.randn_like(param))
+
+    def gradient(parts):
+        model.zero_grad()
+        for part in parts:
+            loss, kl_part = m.part_loss(model, tok, part, False, reference, len(steps))
+            (loss + 0.05 * kl_part).backward()
+        return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+    whole, alone = gradient([seqs]), gradient([[seq] for seq in seqs])
+    assert whole.abs().max() > 0
+    assert torch.allclose(whole, alone, atol=1e-5, rtol=1e-4)
+
+
 def test_prompt_format_is_checked_and_keys_cached_baselines():
     """prompt_format and actions are task params (a bad value names itself), and they are part
     of the grading settings a cached baseline score is keyed by (stages._cached_score), so a

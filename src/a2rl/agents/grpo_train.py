@@ -169,6 +169,27 @@ def group_samples(picked, episodes, group, step_cost, stats, expert_bonus=0.0, r
     return samples
 
 
+# padded tokens per forward pass of the update. A 12-step episode of real ALFWorld is one chat
+# of about 3,500 tokens; two of them padded into one pass (an explicit mask: SDPA's math path,
+# which keeps every layer's attention weights for the backward pass) took the agent past its
+# 18 GB memory limit. Alone, a sequence needs no mask and runs SDPA's memory-efficient kernel.
+MICRO_BATCH_TOKENS = 4096
+
+
+def micro_batches(seqs, max_tokens=MICRO_BATCH_TOKENS):
+    """``seqs`` in order, in groups whose padded size (sequences x the longest) stays within
+    ``max_tokens``; a longer sequence is a group of its own."""
+    groups = []
+    for seq in seqs:
+        if groups:
+            widest = max(len(ids) for ids, _ in [*groups[-1], seq])
+            if widest * (len(groups[-1]) + 1) <= max_tokens:
+                groups[-1].append(seq)
+                continue
+        groups.append([seq])
+    return groups
+
+
 def minibatches(episodes, size):
     """The episodes in groups of about ``size`` steps (whole episodes: an append-style episode
     is scored in one pass), in the given order."""
@@ -189,30 +210,46 @@ def update(model, tok, opt, params, samples, minibatch, eos_id, bf16, reference=
     -advantage x mean action-token log-prob (+ kl x the mean k3 KL to ``reference`` per action,
     ``kl_to_reference``). Each sample is used once and the policy moves only a few small steps
     per batch of rollouts, so the PPO ratio stays near 1 and is left out (GRPO with one
-    iteration per generation). Returns the minibatches' losses and mean KLs."""
+    iteration per generation). A minibatch's forward and backward passes run in
+    ``micro_batches`` whose gradients add up to the minibatch's (each part's sums divided by
+    the minibatch's action count). Returns the minibatches' losses and mean KLs."""
     samples = list(samples)
     random.shuffle(samples)
     losses, kls = [], []
     for chunk in minibatches(samples, minibatch):
         seqs = [seq for steps in chunk for seq in step_sequences(tok, steps, eos_id)]
-        adv = torch.tensor([span[2] for _, spans in seqs for span in spans])
+        actions = sum(len(spans) for _, spans in seqs)
         opt.zero_grad()
-        with torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=bf16):
-            lps = span_logprobs(model, seqs, tok.pad_token_id)
-            if reference is not None:
-                with torch.no_grad():
-                    ref_lps = span_logprobs(reference, seqs, tok.pad_token_id)
-        lp = per_action_mean(lps)
-        loss = -(adv * lp.float()).mean()
-        if reference is not None:
-            kl_mean = kl_to_reference(lps, ref_lps).mean()
-            loss = loss + kl * kl_mean
-            kls.append(float(kl_mean.detach()))
-        loss.backward()
+        loss_sum, kl_sum = 0.0, 0.0
+        for part in micro_batches(seqs):
+            loss, kl_part = part_loss(model, tok, part, bf16, reference, actions)
+            if kl_part is not None:
+                loss = loss + kl * kl_part
+                kl_sum += float(kl_part.detach())
+            loss.backward()
+            loss_sum += float(loss.detach())
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
-        losses.append(float(loss.detach()))
+        losses.append(loss_sum)
+        if reference is not None:
+            kls.append(kl_sum)
     return losses, kls
+
+
+def part_loss(model, tok, seqs, bf16, reference, actions):
+    """The policy-gradient loss of ``seqs`` (a part of a minibatch of ``actions`` actions):
+    -(advantage x mean action-token log-prob) summed over its actions / ``actions``, and the
+    KL to ``reference`` likewise (None without one)."""
+    adv = torch.tensor([span[2] for _, spans in seqs for span in spans])
+    with torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=bf16):
+        lps = span_logprobs(model, seqs, tok.pad_token_id)
+        if reference is not None:
+            with torch.no_grad():
+                ref_lps = span_logprobs(reference, seqs, tok.pad_token_id)
+    loss = -(adv * per_action_mean(lps).float()).sum() / actions
+    if reference is None:
+        return loss, None
+    return loss, kl_to_reference(lps, ref_lps).sum() / actions
 
 
 def fits_before(deadline, log, estimate):
