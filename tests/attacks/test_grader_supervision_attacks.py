@@ -3,7 +3,9 @@ harness runs the grader in a process of its own (a2rl.pipeline.supervisor) and r
 the same socket, ledger and store. The submission it was evaluating is recorded as
 interrupted, the agent (told "retry") submits it again and goes on, and the run ends as usual;
 the restart is in events.jsonl and run.json. A grader that keeps dying past
-budget.grader_restarts ends the run as infra_failed (grader_died)."""
+budget.grader_restarts ends the run as infra_failed (grader_died). The other way round, a
+harness SIGKILLed mid-evaluation (a user's kill -9, a job past its wall time) leaves no grader
+evaluating for no one: it exits when its order pipe ends."""
 
 from __future__ import annotations
 
@@ -11,10 +13,13 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from hostile_sandbox import agent_command_override
 
@@ -50,13 +55,17 @@ for name in ("m1", "m2", "m3"):
 '''
 
 
+def cell_overrides(root: Path, *extra: str) -> list[str]:
+    return ["grid=ci", "agent=noop", "agent.name=resubmitter", f"paths.root={root}",
+            f"paths.data={FIXTURE_DATA}", "task.params.test_size=6",
+            "task.params.train_size=16", "task.inference.max_new_tokens=8",
+            "budget.time_limit_s=900", agent_command_override(RESUBMITTING_AGENT), *extra]
+
+
 def prepared_cell(root: Path, tiny: Path, *extra: str):
     """The cell, prepared and its baseline measured. Its budget only bounds a run on a loaded
     machine (a restarted grader loads its libraries again): the agent ends within a minute."""
-    cfg = compose(["grid=ci", "agent=noop", "agent.name=resubmitter", f"paths.root={root}",
-                   f"paths.data={FIXTURE_DATA}", "task.params.test_size=6",
-                   "task.params.train_size=16", "task.inference.max_new_tokens=8",
-                   "budget.time_limit_s=900", agent_command_override(RESUBMITTING_AGENT), *extra])
+    cfg = compose(cell_overrides(root, *extra))
     shutil.copytree(tiny, stages.layout_of(cfg).model(cfg.task.model.name))
     stages.prepare_task(cfg)
     stages.measure_baseline(cfg)
@@ -169,3 +178,61 @@ def test_grader_dying_past_its_restarts_fails_the_run_as_infrastructure(tmp_path
     kinds = [e["kind"] for e in events_of(run.events)]
     assert kinds.count("grader_died") == 2 and kinds.count("grader_failed") == 1
     assert kinds.count("budget_kill") == 1
+
+
+# the harness of one cell in a process of its own, as `a2rl run` or a Slurm job runs it
+HARNESS = """
+import json, sys
+from a2rl.config.compose import compose
+from a2rl.pipeline import stages
+stages.run_agent(compose(json.loads(sys.argv[1])))
+"""
+
+
+def gone(pid: int) -> bool:
+    """Whether ``pid`` has exited (a zombie has: an orphan waits for init to reap it)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def wait_gone(pids: list[int], since: float, within_s: float, what: str) -> None:
+    while left := [pid for pid in pids if not gone(pid)]:
+        assert time.monotonic() - since < within_s, f"{what} outlived the harness: {left}"
+        time.sleep(0.05)
+
+
+def test_grader_of_a_harness_killed_mid_evaluation_exits_without_finishing_it(tmp_path,
+                                                                                tiny_model):
+    # no loop disk: a SIGKILLed harness cannot unmount it, and the grader is what is tested
+    extra = ("budget.disk_gb=null", "task.inference.max_new_tokens=64")
+    cfg = prepared_cell(tmp_path, tiny_model, *extra)
+    run = stages.run_paths(cfg)
+    inflight = run.root / "ledger.inflight.json"
+    harness = subprocess.Popen([sys.executable, "-c", HARNESS,
+                                json.dumps(cell_overrides(tmp_path, *extra))])
+    try:
+        deadline = time.monotonic() + 600
+        while not (inflight.exists() and inflight.read_text()):
+            assert harness.poll() is None, "the harness ended before an evaluation"
+            assert time.monotonic() < deadline, "no evaluation within 600 s"
+            time.sleep(0.02)
+        pending = json.loads(inflight.read_text())
+        grader = grader_pids(run.events)[-1]
+        # the grader, its loader, the agent's sandbox and what runs in it
+        run_pids = [p.pid for p in psutil.Process(harness.pid).children(recursive=True)]
+        assert grader in run_pids
+        harness.kill()
+        killed = time.monotonic()
+        harness.wait()
+        wait_gone([grader], killed, 30, "the grader")
+        wait_gone(run_pids, killed, 60, "a process of the run")
+    finally:
+        harness.kill()
+        harness.wait()
+    # the evaluation was not finished for no one: nothing booked, and the submission stays
+    # in flight for a grader later started on this ledger to record as interrupted
+    assert all(e.artifact_hash != pending["artifact_hash"] for e in read_ledger(run.ledger))
+    assert json.loads(inflight.read_text()) == pending
+    assert not any(e["kind"] == "submission" for e in events_of(run.events))
