@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from a2rl.analysis.view import integrity_view
+from a2rl.analysis.view import integrity_view, status_text
 from a2rl.common.layout import RunPaths
 from a2rl.config.compose import compose
 from a2rl.pipeline.network import network_record
@@ -113,3 +113,14 @@ def test_an_agent_process_killed_at_its_memory_limit_is_said_beside_its_status(t
     assert said in render_markdown(summary).split("| Agent status |")[1].split("\n")[0]
     assert said in visible(run_page(summary, RunPaths(tmp_path / "run"), "plot.svg"))
     assert "memory limit" not in render_markdown(blank_summary)
+
+
+def test_the_agent_status_reads_the_same_in_both_formats(tmp_path, blank_summary):
+    """One wording of how the agent ended (a2rl.analysis.view.status_text): its exit code, the
+    seconds of its budget it used, and a memory kill when there was one."""
+    summary = replace(blank_summary, exit_code=-9, agent_seconds=183.94)
+    line = status_text(summary)
+    assert line.startswith(f"{summary.status} (exit -9, 183.9 s of ")
+    assert line in render_markdown(summary).split("| Agent status |")[1].split("\n")[0]
+    assert line in visible(run_page(summary, RunPaths(tmp_path / "run"), "plot.svg"))
+    assert status_text(replace(summary, exit_code=None, agent_seconds=None)) == summary.status

@@ -78,6 +78,20 @@ def final_note(summary: RunSummary) -> str:
     return ""
 
 
+def status_text(summary: RunSummary) -> str:
+    """The agent's status with how it ended: exit code, seconds of its budget used, and any
+    processes killed at its memory limit (one wording for the Markdown and the HTML pages)."""
+    details = []
+    if summary.exit_code is not None:
+        details.append(f"exit {summary.exit_code}")
+    used, limit = number(summary.agent_seconds), number(summary.budget.time_limit_s)
+    if used is not None:
+        details.append(f"{used:.1f} s" + (f" of {limit:.0f} s" if limit is not None else ""))
+    if note := memory_note(summary):
+        details.append(note)
+    return f"{summary.status} ({', '.join(details)})" if details else str(summary.status)
+
+
 def memory_note(summary: RunSummary) -> str:
     """How many of the agent's processes were killed at its memory limit (the ``agent_oom``
     event), said beside its status: a training script killed this way shows only as exit -9 in

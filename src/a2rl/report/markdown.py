@@ -24,11 +24,11 @@ from a2rl.analysis.view import (
     Table,
     final_note,
     integrity_view,
-    memory_note,
     network_view,
     number,
     route_text,
     share,
+    status_text,
 )
 from a2rl.common.files import write_text_atomic
 from a2rl.common.hardware import one_line
@@ -167,20 +167,10 @@ def _about(s: RunSummary) -> str:
 
 
 def _outcome(s: RunSummary, integrity: str) -> list[str]:
-    status = s.status
-    details = []
-    if s.exit_code is not None:
-        details.append(f"exit {s.exit_code}")
-    if s.agent_seconds is not None:
-        details.append(f"{_fmt(s.agent_seconds, 1)} s of {_fmt(s.budget.time_limit_s, 0)} s")
-    if note := memory_note(s):
-        details.append(note)
-    if details:
-        status += f" ({', '.join(details)})"
     subs = s.submissions
     cost = s.cost_usd
     return ["## Outcome", ""] + _table(["", "value"], [
-        ["Agent status", _cell(status)],
+        ["Agent status", _cell(status_text(s))],
         ["Baseline (test)", _score(s.baseline, s.baseline_stderr)],
         [f"Best feedback score ({s.feedback})", _fmt(s.best_feedback_score)],
         ["Final test score", _score(s.final_score, s.final_stderr) + final_note(s)],

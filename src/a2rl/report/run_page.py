@@ -16,8 +16,8 @@ from a2rl.analysis.view import (
     Table,
     final_note,
     integrity_view,
-    memory_note,
     network_view,
+    status_text,
 )
 from a2rl.common.layout import RunPaths
 from a2rl.common.records import RunSummary
@@ -134,10 +134,8 @@ def _outcome(s: RunSummary, integrity: IntegrityView) -> str:
     subs = s.submissions
     final = fmt(s.final_score) + (f" ± {fmt(s.final_stderr)}"
                                   if s.final_stderr is not None else "")
-    memory = f", {note}" if (note := memory_note(s)) else ""
     return table(["", "value"], [
-        ["Agent status", esc(f"{s.status} (exit {s.exit_code}, {fmt(s.agent_seconds, 1)} s"
-                             f"{memory})")],
+        ["Agent status", esc(status_text(s))],
         ["Baseline (test)", fmt(s.baseline)],
         [f"Best feedback score ({esc(s.feedback)})", fmt(s.best_feedback_score)],
         ["Final test score", final + esc(final_note(s))],
