@@ -244,3 +244,9 @@ class Layout:
     @property
     def report(self) -> Path:
         return self.results / "report"
+
+    @property
+    def report_lock(self) -> Path:
+        """Held while the leaderboard and the report are written: cells finishing at once,
+        the workflow's report rule and a user's `a2rl report` share those files."""
+        return self.results / ".report.lock"

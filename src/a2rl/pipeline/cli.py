@@ -142,7 +142,7 @@ def run_cell(cfg) -> None:
     layout = Layout.from_paths(cfg.paths)
     # cells run at once (a sweep's, or several `a2rl run`s) share these files: one writes them
     # at a time, each from the runs present when its turn comes, so the last sees them all
-    with held_lock(layout.results / ".report.lock"):
+    with held_lock(layout.report_lock):
         board = build_leaderboard(discover_run_roots(layout), layout)
         index = build_report(discover_run_roots(layout), layout)
     log.info("%s: done; leaderboard (%d rows) at %s, report at %s", cell, len(board),

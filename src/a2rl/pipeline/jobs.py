@@ -114,6 +114,7 @@ def run_prepare_model(model: str, dest: os.PathLike | str, log_path: str | None 
 def run_leaderboard(overrides: Sequence[str], run_roots: Iterable[os.PathLike | str],
                     log_path: str | None = None):
     """Build the leaderboard of ``run_roots`` where the config of ``overrides`` puts results."""
+    from a2rl.common.files import held_lock
     from a2rl.common.layout import Layout
     from a2rl.config.compose import compose
     from a2rl.pipeline.stages import build_leaderboard
@@ -121,7 +122,8 @@ def run_leaderboard(overrides: Sequence[str], run_roots: Iterable[os.PathLike | 
     with log_output(log_path):
         layout = Layout.from_paths(compose(overrides).paths)
         roots = [Path(r) for r in run_roots]
-        board = build_leaderboard(roots, layout)
+        with held_lock(layout.report_lock):
+            board = build_leaderboard(roots, layout)
         log.info("leaderboard of %d runs, %d rows: %s", len(roots), len(board),
                  layout.leaderboard_csv)
     return board
@@ -131,6 +133,7 @@ def run_report(overrides: Sequence[str], run_roots: Iterable[os.PathLike | str],
                log_path: str | None = None, leaderboard: bool = True) -> Path:
     """Build the HTML report of ``run_roots`` (after the leaderboard, unless ``leaderboard``
     is false: the workflow builds that in its own rule); returns index.html."""
+    from a2rl.common.files import held_lock
     from a2rl.common.layout import Layout
     from a2rl.config.compose import compose
     from a2rl.pipeline.stages import build_leaderboard, build_report
@@ -138,8 +141,9 @@ def run_report(overrides: Sequence[str], run_roots: Iterable[os.PathLike | str],
     with log_output(log_path):
         layout = Layout.from_paths(compose(overrides).paths)
         roots = [Path(r) for r in run_roots]
-        if leaderboard:
-            build_leaderboard(roots, layout)
-        index = build_report(roots, layout)
+        with held_lock(layout.report_lock):  # not while a finishing cell writes them
+            if leaderboard:
+                build_leaderboard(roots, layout)
+            index = build_report(roots, layout)
         log.info("report of %d runs: %s", len(roots), index)
     return index
