@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from a2rl.analysis.leaderboard import (
     level_frame,
 )
 from a2rl.analysis.summary import process_metrics
+from a2rl.analysis.view import status_text
 from a2rl.common.files import write_json_atomic
 from a2rl.common.layout import Layout
 from a2rl.common.records import LedgerEntry, RunSummary, SubmissionItem
@@ -278,6 +280,29 @@ def test_process_metrics_of_hand_written_ledgers():
     empty = process_metrics([], [], baseline=20.0, agent_seconds=None, time_limit_s=100)
     assert empty.valid_rate is None and empty.deadline_gap_s is None
     assert empty.copy_of_base == 0 and empty.monotonic_ratio is None
+
+
+def test_process_times_are_on_the_budget_clock_where_evaluations_do_not_count(blank_summary):
+    """The sft_grpo cell of real ALFWorld (budget.count_eval_time false): its warm-up was
+    answered 2,963.4 s into the run after a 2,530.9-s evaluation, when the grader told the agent
+    1,067.5 s were left of its 1,500; the agent was killed 3,589.8 s in. On the budget clock the
+    submission came at 432.5 s, and the agent used 1,058.9 s, not 239 % of its budget."""
+    record = submission(1, 2963.425, 2.0) | {"eval_seconds": 2530.918, "equals_base": False}
+    ledger = [LedgerEntry.from_json(record, "entry 1")]
+    items = [SubmissionItem.of(e, parent=None, methods=[]) for e in ledger]
+    p = process_metrics(items, ledger, baseline=0.0, agent_seconds=3589.778, time_limit_s=1500,
+                        count_eval_time=False)
+    assert p.time_to_first_valid_s == p.time_to_best_s == pytest.approx(432.507)
+    assert p.deadline_gap_s == pytest.approx(1067.5, abs=0.01)  # the grader's time_left_s
+    assert p.budget_used == pytest.approx((3589.778 - 2530.918) / 1500, abs=1e-4)
+    counted = process_metrics(items, ledger, baseline=0.0, agent_seconds=3589.778,
+                              time_limit_s=1500)  # evaluations counted: the run's seconds
+    assert (counted.time_to_first_valid_s, counted.budget_used) == (2963.425, 2.3932)
+    summary = replace(blank_summary, exit_code=1, agent_seconds=3589.778, process=p,
+                      budget=replace(blank_summary.budget, time_limit_s=1500))
+    # the budget's share is kept to 4 decimals: its seconds to 0.1 s or so
+    assert re.fullmatch(r"completed \(exit 1, 105[89]\.\d s of 1500 s, 3589\.8 s with the "
+                        r"evaluations, which did not count\)", status_text(summary))
 
 
 def test_summary_reports_failures_route_and_cost(tmp_path):

@@ -15,12 +15,14 @@ narrative (``a2rl.report.narrative``) is written to its own file.
 ``baseline`` (no valid submission: the agent leaves the base model, which scores the baseline)
 or null (no final grade yet).
 
-Process metrics (times are seconds of the agent's budget clock):
-``valid_rate`` valid / all submissions; ``time_to_first_valid_s``; ``time_to_first_improvement_s``
-(first valid score above the feedback split's baseline); ``time_to_best_s`` (the earliest
-submission with the best feedback score); ``monotonic_ratio`` (share of consecutive valid scores
-that did not go down); ``budget_used`` (agent seconds / time limit); ``deadline_gap_s`` (time
-limit minus the last submission's time); ``copy_of_base`` (valid submissions equal to the base).
+Process metrics (times are seconds of the agent's budget clock: where evaluations do not count,
+``budget.count_eval_time: false``, the run's seconds less the evaluations finished by then,
+``budget_clock``): ``valid_rate`` valid / all submissions; ``time_to_first_valid_s``;
+``time_to_first_improvement_s`` (first valid score above the feedback split's baseline);
+``time_to_best_s`` (the earliest submission with the best feedback score); ``monotonic_ratio``
+(share of consecutive valid scores that did not go down); ``budget_used`` (the agent's seconds on
+the budget clock / time limit); ``deadline_gap_s`` (time limit minus the last submission's time);
+``copy_of_base`` (valid submissions equal to the base).
 ``llm`` totals llm_calls.jsonl (``a2rl.llm.proxy.llm_totals``, plus the summed latency);
 ``cost_usd`` is its cost, 0 for a run without a driver, null when a driver ran but no calls were
 recorded. ``grading_usage`` is what grading cost (a judge's calls, from run.json), kept apart
@@ -78,10 +80,25 @@ def _baseline(baseline: dict | None, final: FinalRecord | None,
     return None, None
 
 
+def budget_clock(ledger: list[LedgerEntry], count_eval_time: bool) -> dict[int, float]:
+    """Each submission's time on the agent's budget clock: the run's seconds when it was
+    answered (``elapsed_s``), less, where evaluations do not count, the evaluations answered by
+    then, its own included (the clock gives their seconds back; a cached answer took none)."""
+    given, times = 0.0, {}
+    for entry in ledger:
+        if not count_eval_time:
+            given += number(entry.eval_seconds) or 0.0
+        times[entry.submission_id] = round(max(0.0, entry.elapsed_s - given), 3)
+    return times
+
+
 def process_metrics(items: list[SubmissionItem], ledger: list[LedgerEntry],
                     baseline: float | None, agent_seconds: float | None,
-                    time_limit_s: float | None) -> ProcessMetrics:
+                    time_limit_s: float | None, count_eval_time: bool = True) -> ProcessMetrics:
     """The process metrics of the module doc, from the summary's submission items."""
+    clock = budget_clock(ledger, count_eval_time)
+    if agent_seconds is not None and not count_eval_time:
+        agent_seconds -= sum(number(e.eval_seconds) or 0.0 for e in ledger)
     valid = [s for s in items if s.valid and number(s.score) is not None]
     feedback_baseline = {e.submission_id: number(e.baseline) for e in ledger}
 
@@ -94,13 +111,13 @@ def process_metrics(items: list[SubmissionItem], ledger: list[LedgerEntry],
     best = max((s.score for s in valid), default=None)
     at_best = next((s for s in valid if s.score == best), None)
     steps = list(zip(valid, valid[1:]))
-    last = items[-1].elapsed_s if items else None
+    last = clock.get(items[-1].id) if items else None
     limit = number(time_limit_s)
     return ProcessMetrics(
         valid_rate=round(len(valid) / len(items), 4) if items else None,
-        time_to_first_valid_s=valid[0].elapsed_s if valid else None,
-        time_to_first_improvement_s=first_better.elapsed_s if first_better else None,
-        time_to_best_s=at_best.elapsed_s if at_best else None,
+        time_to_first_valid_s=clock.get(valid[0].id) if valid else None,
+        time_to_first_improvement_s=clock.get(first_better.id) if first_better else None,
+        time_to_best_s=clock.get(at_best.id) if at_best else None,
         monotonic_ratio=round(sum(b.score >= a.score for a, b in steps) / len(steps), 4)
         if steps else None,
         budget_used=round(agent_seconds / limit, 4)
@@ -181,7 +198,8 @@ def summarize(cfg: RunConfig, layout: Layout,
         selected_submission=final.selected_submission if final else None,
         submissions=Submissions(total=len(items), valid=sum(1 for s in items if s.valid),
                                 invalid=sum(1 for s in items if not s.valid), items=items),
-        process=process_metrics(items, ledger, baseline, agent_seconds, time_limit),
+        process=process_metrics(items, ledger, baseline, agent_seconds, time_limit,
+                                cfg.budget.count_eval_time),
         route=route, lineage=lineage,
         code={"repo": str(paths.code_repo) if revisions else None,
               "final_commit": final_commit, "revisions": revisions},

@@ -79,14 +79,19 @@ def final_note(summary: RunSummary) -> str:
 
 
 def status_text(summary: RunSummary) -> str:
-    """The agent's status with how it ended: exit code, seconds of its budget used, and any
-    processes killed at its memory limit (one wording for the Markdown and the HTML pages)."""
+    """The agent's status with how it ended: exit code, seconds of its budget used (and the
+    run's seconds where evaluations did not count), and any processes killed at its memory
+    limit (one wording for the Markdown and the HTML pages)."""
     details = []
     if summary.exit_code is not None:
         details.append(f"exit {summary.exit_code}")
-    used, limit = number(summary.agent_seconds), number(summary.budget.time_limit_s)
+    wall, limit = number(summary.agent_seconds), number(summary.budget.time_limit_s)
+    share = number(summary.process.budget_used)
+    used = share * limit if share is not None and limit else wall
     if used is not None:
         details.append(f"{used:.1f} s" + (f" of {limit:.0f} s" if limit is not None else ""))
+        if wall is not None and wall - used >= 1.0:
+            details.append(f"{wall:.1f} s with the evaluations, which did not count")
     if note := memory_note(summary):
         details.append(note)
     return f"{summary.status} ({', '.join(details)})" if details else str(summary.status)
