@@ -264,10 +264,11 @@ def pointwise_summaries(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def partial_pointwise(sample: list[dict[str, Any]], args: argparse.Namespace):
-    """The rows a stopped pointwise run wrote, in sample order."""
+    """The rows a stopped pointwise run wrote, in sample order, with the annotations' values
+    read again from --data (a row kept without them, as a report keeps it, is summarized too)."""
     done = {(r["model"], r["item"]): r for r in map(
         json.loads, args.out.with_suffix(".partial.jsonl").read_text().splitlines())}
-    rows = [done[key] for x in sample
+    rows = [base_row(x) | done[key] for x in sample
             if (key := (x["model"], instruction_key(x["instruction"]))) in done]
     return rows, pointwise_summaries(rows)
 
@@ -364,11 +365,16 @@ class PointwiseScorer:
                 "mean_loglik": float(reply_lp.mean())}
 
 
+# per-item values copied from AlpacaEval's published annotations (CC BY-NC): GPT-4 Turbo's
+# preference and the side it gave the item (the class the sample is stratified by)
+ANNOTATION_FIELDS = ("gpt4_preference", "gpt4_model_wins")
+
+
 def published(row: dict[str, Any]) -> dict[str, Any]:
-    """A row as the report keeps it: without GPT-4 Turbo's preference, a value copied from
-    AlpacaEval's published annotations (read through --data, never kept in the repository);
-    its side (``gpt4_model_wins``) stays, as the class the sample is stratified by."""
-    return {k: v for k, v in row.items() if k != "gpt4_preference"}
+    """A row as the report keeps it: without the annotations' values (``ANNOTATION_FIELDS``),
+    read through --data and never kept in the repository. Its model and item key find them
+    there again (``annotated_items``, ``instruction_key``)."""
+    return {k: v for k, v in row.items() if k not in ANNOTATION_FIELDS}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -259,7 +259,10 @@ def test_judge_agreement_study_measures_each_judge_on_the_same_balanced_sample(
         study.main(["--data", str(tmp_path / "alpacaeval"), "--judge", str(tiny_model),
                     "--judge-kind", kind, "--per-class", "2", "--out", str(out)])
         reports[kind] = json.loads(out.read_text())
-    samples = [[(r["item"], r["gpt4_model_wins"]) for r in report["rows"]]
+    # GPT-4 Turbo's side of each item, found again under --data by the row's model and item
+    side = {(x["model"], instruction_key(x["instruction"])): x["gpt4_preference"] > 1.5
+            for x in study.annotated_items(tmp_path / "alpacaeval")}
+    samples = [[(r["item"], side[r["model"], r["item"]]) for r in report["rows"]]
                for report in reports.values()]
     assert samples[0] == samples[1] == samples[2]
     assert sorted(w for _, w in samples[0]) == [False, False, True, True]
@@ -267,7 +270,8 @@ def test_judge_agreement_study_measures_each_judge_on_the_same_balanced_sample(
     assert {i for i, _ in samples[0]} <= set(by_item)  # no tie, unjudged item or empty reply
     assert not any("instruction" in r for report in reports.values() for r in report["rows"])
     # nor a value copied from the published annotations (the repository keeps no copy of them)
-    assert not any("gpt4_preference" in r for report in reports.values() for r in report["rows"])
+    assert not any(field in r for report in reports.values() for r in report["rows"]
+                   for field in study.ANNOTATION_FIELDS)
 
     length = reports["length"]["summary"]["length"]
     assert length["agreement"]["value"] == 100.0 and length["auc"]["value"] == 1.0
