@@ -135,19 +135,17 @@ def tokens_on_same_episodes(task, out, tokenizer, episodes, rewrite) -> dict:
     path computes for the same state (its whole prompt but the prefix all of a step's prompts
     share, which its prefix cache computes once), from the prompts themselves."""
     from a2rl.task import ChatTokens, common_prefix_len, encode_prompt, play, render_chat
+    from a2rl.task.prompts import STEP_ACTIONS
 
     rows, games, root = task._games(out.test)
     replayed = play(games, task._env_factory(), Replay([a for _, a in actions(episodes)]),
                     task.params.max_steps, rewrite, keep_prompts=True, root=root)
-    appended = play(games, task._env_factory(), Replay([a for _, a in actions(episodes)]),
-                    task.params.max_steps, task.fmt, keep_prompts=True, root=root)
-    new = 0
-    for ep in appended:
-        chat, last = ChatTokens(tokenizer), 0
-        for step in ep.steps:
-            ids = chat.ids(step["prompt"])
-            new += len(ids) - last
-            last = len(ids)
+    new = {}  # by the step turn's action list (PromptFormat.step_actions), same actions
+    for listed in STEP_ACTIONS:
+        appended = play(games, task._env_factory(), Replay([a for _, a in actions(episodes)]),
+                        task.params.max_steps, dataclasses.replace(task.fmt, step_actions=listed),
+                        keep_prompts=True, root=root)
+        new[listed] = sum(appended_tokens(ChatTokens(tokenizer), ep) for ep in appended)
     old, steps, prefixes = 0, 0, set()
     for k in range(max(e.n_steps for e in replayed)):  # the prompts of one lockstep call
         batch = [encode_prompt(tokenizer, render_chat(
@@ -159,8 +157,24 @@ def tokens_on_same_episodes(task, out, tokenizer, episodes, rewrite) -> dict:
             prefixes.add(tuple(batch[0][:shared]))
             old += shared
         steps += len(batch)
+    played = task.fmt.step_actions
     return {"steps": steps, "rewrite_per_step": round(old / steps, 1),
-            "append_per_step": round(new / steps, 1), "ratio": round(new / old, 3)}
+            "append_per_step": round(new[played] / steps, 1),
+            "ratio": round(new[played] / old, 3),
+            # what a smaller step turn would encode on these episodes (the actions the model
+            # chose under the played format, replayed: its replies under another would differ)
+            "step_actions": {k: {"append_per_step": round(v / steps, 1),
+                                 "ratio": round(v / old, 3)} for k, v in new.items()}}
+
+
+def appended_tokens(chat, episode) -> int:
+    """The tokens an episode's chat gained step to step: what the append path encodes."""
+    total, last = 0, 0
+    for step in episode.steps:
+        ids = chat.ids(step["prompt"])
+        total += len(ids) - last
+        last = len(ids)
+    return total
 
 
 def grpo_phase(out, model: Path, fmt, work: Path, a, style: str) -> dict:

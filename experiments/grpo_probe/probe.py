@@ -21,6 +21,7 @@ same seeds, so they are the same games the start checkpoint was trained on):
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import json
 import math
@@ -75,6 +76,18 @@ def score(task, model: Path, prepared, inference) -> dict:
             "mean_steps": result.breakdown.get("mean_steps")}
 
 
+def start_scores(report: Path, start: Path, test_sha256: str) -> dict:
+    """Round 0 of an earlier probe's report, checked to be the same start on the same test
+    games (the per-game results are what every round is paired with)."""
+    earlier = json.loads(report.read_text())
+    if (Path(earlier["start"]).resolve() != start.resolve()
+            or earlier.get("test_sha256") != test_sha256):
+        raise SystemExit(f"{report} scored {earlier['start']} on other test games "
+                         f"(sha256 {earlier.get('test_sha256')}), not {start} on {test_sha256}: "
+                         "evaluate the start again")
+    return earlier["rounds"][0]
+
+
 def grpo_round(script: Path, model: Path, data: Path, out: Path, grpo_args: list[str],
                seed: int, reference: Path) -> list[dict]:
     """One GRPO round from ``model``; its KL penalty (if any) anchors to ``reference``, the
@@ -109,6 +122,10 @@ def main(argv: list[str] | None = None) -> dict:
                     help="config override (e.g. task.params.test_games=200); needs --results")
     ap.add_argument("--results", default=None,
                     help="results root to prepare the task in (never the shared one)")
+    ap.add_argument("--start-report", default=None,
+                    help="take the start's scores from this earlier probe report (same start, "
+                         "same test games) instead of evaluating it again; with --rounds 0 a "
+                         "probe only evaluates the start, so several probes can share it")
     a, grpo_args = ap.parse_known_args(argv)
     from a2rl.agents.grpo import GRPO_SCRIPT, GrpoSettings, method_args
     from a2rl.common import describe, resolve_precision, write_text_atomic
@@ -145,7 +162,9 @@ def main(argv: list[str] | None = None) -> dict:
               "task": cfg.task.id, "overrides": a.set, "test_games": None, "rounds": [],
               "hardware": describe(agent=settings["precision"],
                                    inference=resolve_precision(cfg.task.inference.precision))}
-    first = score(task, start, prepared, cfg.task.inference)
+    report["test_sha256"] = hashlib.sha256(prepared.test.read_bytes()).hexdigest()
+    first = (start_scores(Path(a.start_report), start, report["test_sha256"]) if a.start_report
+             else score(task, start, prepared, cfg.task.inference))
     report["test_games"] = len(first["per_item"])
     report["rounds"].append({"round": 0, "train_s": 0.0, **first})
     print(json.dumps({k: first[k] for k in ("score", "stderr", "seconds")}), flush=True)

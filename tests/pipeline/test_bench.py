@@ -82,6 +82,26 @@ def test_bench_codeexec_compares_bwrap_with_no_sandbox(tmp_path):
     assert design["two_process_parallel"]["passed"] == design["single_parallel"]["passed"] == 4
 
 
+def test_bench_episode_tokens_counts_each_step_turn_on_the_same_episodes(tmp_path):
+    """benchmarks/episode_tokens.py on the tiny model and a few household games: the append and
+    rewrite paths on the same games, the token ratio on the same episodes, one at a time against
+    lockstep with identical episodes, and what each step-turn action list would encode on the
+    played episodes (listing none encodes the fewest)."""
+    bench = load_script(BENCHMARKS / "episode_tokens.py")
+    out = tmp_path / "episode_tokens.json"
+    report = bench.main(["--tiny", "--n", "3", "--max-steps", "3", "--threads", "1",
+                         "--skip-grpo", "--work", str(tmp_path / "work"), "--out", str(out)])
+    assert json.loads(out.read_text())["targets"] == report["targets"]
+    same = report["tokens"]["same_episodes"]
+    listed = same["step_actions"]
+    assert set(listed) == {"all", "changes", "none"} and same["steps"] > 0
+    assert listed["all"]["append_per_step"] == same["append_per_step"]  # the played format
+    assert listed["none"]["append_per_step"] < listed["all"]["append_per_step"]
+    assert listed["none"]["append_per_step"] <= listed["changes"]["append_per_step"]
+    assert report["targets"]["same_episodes_lockstep_sequential"] is True
+    assert report["phases"]["eval_append"]["steps"] == same["steps"]
+
+
 def test_probe_grpo_scores_start_and_each_round_paired(tmp_path):
     """experiments/grpo_probe/probe.py on the tiny model and the ci grid's household games
     (prepared under its work folder, never over results/): the start and every round are scored
@@ -111,6 +131,13 @@ def test_probe_grpo_scores_start_and_each_round_paired(tmp_path):
     assert probe.discordant([0.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 1.0]) == (2, 1)
     with pytest.raises(SystemExit):  # a changed task is never scored in the shared folder
         probe.main(["--start", "m", "--set", "task.params.test_games=200"])
+    # probes of other settings from the same start share its evaluation (--start-report) ...
+    again = probe.main(["--tiny", "--rounds", "0", "--work", str(tmp_path / "work"),
+                        "--start-report", str(out)])
+    assert again["rounds"] == rounds[:1] and again["test_sha256"] == report["test_sha256"]
+    with pytest.raises(SystemExit, match="evaluate the start again"):  # ... not another start's
+        probe.main(["--tiny", "--rounds", "0", "--work", str(tmp_path / "other"),
+                    "--start-report", str(out)])
 
 
 def test_bench_planning_times_the_ci_plan_against_a_commit(tmp_path):

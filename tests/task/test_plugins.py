@@ -144,3 +144,12 @@ def test_a_task_plugin_without_build_is_refused_by_name(tmp_path, monkeypatch):
     monkeypatch.setattr(plugin_module, "usable", lambda kind: {"plug_empty": fake})
     with pytest.raises(TaskNotImplemented, match="plug-empty.*no build"):
         load_task(TaskConfig(id="plug_empty", package="plug_empty"), tmp_path)
+
+
+def test_run_help_composes_with_the_plugins_configs(tmp_path):
+    """``a2rl run --help`` prints Hydra's help over the composed config, which takes the agents'
+    and tasks' config groups from their packages (it failed with 'Could not find agent/noop')."""
+    done = a2rl(["run", "--help", "task=household", "agent=sft"], tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Configuration groups" in done.stdout
+    assert "id: household" in done.stdout and "name: sft" in done.stdout

@@ -184,6 +184,56 @@ def test_episode_prompts_only_grow_token_for_token(prepared, tiny_model):
         assert assert_prompts_only_grow(episodes, tok) >= 10
 
 
+def _listed(turn: str, heading: str) -> list[str]:
+    """The lines under ``heading`` in a user turn (one block, up to the next blank line)."""
+    if heading + "\n" not in turn:
+        return []
+    return turn.split(heading + "\n", 1)[1].split("\n\n", 1)[0].split("\n")
+
+
+def test_step_turns_can_list_only_the_changed_actions_or_none(prepared, tiny_model):
+    """step_actions=changes: after the first turn a step's turn lists only the actions that
+    became admissible and those that no longer are, and from them the admissible list of every
+    step is rebuilt exactly (nothing is lost, on real episodes); none: no turn lists them. Both
+    stay append-only, and each is a grading setting of its own."""
+    import dataclasses
+
+    task, out, _ = prepared
+    rows, games, root = task._games(out.test)
+
+    def episodes(listed):
+        fmt = dataclasses.replace(task.fmt, step_actions=listed)
+        return play(games, task._env_factory(), RandomPolicy(0), 8, fmt, keep_prompts=True,
+                    root=root)
+
+    full, changes, none = episodes("all"), episodes("changes"), episodes("none")
+    rebuilt = 0
+    for every, changed in zip(full, changes, strict=True):
+        assert [s["action"] for s in every.steps] == [s["action"] for s in changed.steps]
+        admissible = None
+        for a, b in zip(every.steps, changed.steps, strict=True):
+            now, turn = _listed(a["prompt"][-1]["content"], "Available actions:"), \
+                b["prompt"][-1]["content"]
+            if admissible is None:
+                admissible = _listed(turn, "Available actions:")
+            else:
+                assert "Available actions:" not in turn
+                gone = set(_listed(turn, "No longer available:"))
+                admissible = [x for x in admissible if x not in gone] + \
+                    _listed(turn, "New actions:")
+            assert sorted(admissible) == sorted(now) and now
+            rebuilt += 1
+    assert rebuilt >= 10
+    assert not any("actions:" in t["content"] for ep in none for s in ep.steps
+                   for t in s["prompt"] if t["role"] == "user")
+    for tok in tokenizers(tiny_model):
+        assert assert_prompts_only_grow(changes + none, tok) >= 10
+    assert len({json.dumps(load_task(household(step_actions=v), Path(".")).grading_settings())
+                for v in ("all", "changes", "none")}) == 3
+    with pytest.raises(ConfigError, match="step_actions"):
+        load_task(household(step_actions="some"), Path("."))
+
+
 class _TextOnly:
     """A generator without per-episode caches: every step's whole chat is encoded again."""
 

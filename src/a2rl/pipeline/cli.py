@@ -181,7 +181,9 @@ def with_override(args: list[str], override: str) -> list[str]:
     path) added after the user's overrides. Hydra's parser takes the overrides as one run of
     positional words, so flags move in front of them (``--cfg job`` may follow overrides)."""
     if any(a in ("-h", "--help", "--hydra-help") for a in args):
-        return list(args)
+        # argparse would print its own help and exit; Hydra's help composes the config, which
+        # needs the plugins' configs (the agents' and tasks' groups) too
+        return [*args, override]
     from hydra._internal.utils import get_args_parser
 
     try:

@@ -206,6 +206,10 @@ class EpisodePromptParams:
     window_chars: int = 16_000
     """append: when an episode's chat passes this many characters, its oldest steps are dropped
     until it is under half (deterministic; the cache is rebuilt)."""
+    step_actions: str = "all"
+    """append: the admissible actions a step's turn lists: all, only the changes since the last
+    step (the first turn lists all), or none (ReAct-style; the instructions then state the
+    actions' syntax)."""
 
     def episode_prompt(self, **fields: Any) -> prompts.PromptFormat:
         """The task's PromptFormat with these options; a bad value is a ConfigError."""
@@ -213,8 +217,8 @@ class EpisodePromptParams:
             raise ConfigError(f"task.params.prompt_format={self.prompt_format!r}; expected one "
                               f"of {prompts.PROMPT_STYLES}")
         try:
-            return prompts.PromptFormat(style=self.prompt_format,
-                                        window_chars=self.window_chars, **fields)
+            return prompts.PromptFormat(style=self.prompt_format, window_chars=self.window_chars,
+                                        step_actions=self.step_actions, **fields)
         except ValueError as err:
             raise ConfigError(f"task.params: {err}") from err
 

@@ -266,7 +266,8 @@ class _Running:
         self.history.append((choice.action, step.observation.text))
         self.turns += [{"role": "assistant", "content": choice.action},
                        {"role": "user", "content": self.fmt.observation_turn(
-                           step.observation.text, step.observation.admissible)}]
+                           step.observation.text, step.observation.admissible,
+                           before=self.obs.admissible)}]
         self.obs = step.observation
         ep.won = bool(step.info.get("won", False))
         ep.score = float(step.info.get("score", ep.score))

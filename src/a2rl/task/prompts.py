@@ -35,6 +35,11 @@ from dataclasses import dataclass
 DEFAULT_INSTRUCTIONS = ("Text game: reach the goal. Reply with one action from the list of "
                         "available actions, nothing else.")
 PROMPT_STYLES = ("append", "rewrite")
+# append: which admissible actions a step's user turn lists (see observation_turn)
+STEP_ACTIONS = ("all", "changes", "none")
+STEP_ACTIONS_SAID = {"all": "", "changes": "; after the first turn, a turn lists only the "
+                     "actions that became admissible and those that no longer are",
+                     "none": "; no turn lists the admissible actions"}
 ACTION_PROTOCOLS = ("closest", "own")
 
 
@@ -55,6 +60,9 @@ class PromptFormat:
     # append: the chat's characters (all turns) above which the oldest steps are dropped; about
     # 4 characters a token, so 16,000 stays well inside a 8k-token context
     window_chars: int = 16_000
+    # append: the actions a step's turn lists: all admissible ones, only what changed since the
+    # last step, or none (ReAct-style prompts); the first turn lists them all but with "none"
+    step_actions: str = "all"
 
     def __post_init__(self) -> None:
         if self.history < 0:
@@ -62,6 +70,9 @@ class PromptFormat:
         if self.style not in PROMPT_STYLES:
             raise ValueError(f"PromptFormat.style={self.style!r}; expected one of "
                              f"{PROMPT_STYLES}")
+        if self.step_actions not in STEP_ACTIONS:
+            raise ValueError(f"PromptFormat.step_actions={self.step_actions!r}; expected one of "
+                             f"{STEP_ACTIONS}")
         if self.window_chars < 1000:
             raise ValueError(f"PromptFormat.window_chars={self.window_chars}; expected >= 1000")
         for name in ("max_observation_chars", "max_history_chars"):
@@ -91,14 +102,25 @@ class PromptFormat:
     # ---- append style ---------------------------------------------------------------------
 
     def observation_turn(self, observation: str, admissible: list[str],
-                         goal: str | None = None) -> str:
+                         goal: str | None = None, before: list[str] | None = None) -> str:
         """The user turn of one step in the append style: the observation and the actions
         admissible now (they change every step, so they are part of the step's turn, never of
-        a header); the first turn starts with the goal."""
+        a header); the first turn starts with the goal. ``before``: the actions admissible at
+        the last step (None for the first turn), which ``step_actions="changes"`` lists the
+        difference from."""
         parts = [f"Goal: {goal.strip()}"] if goal is not None else []
         parts.append(self._clip(observation))
-        if admissible:
-            parts.append("Available actions:\n" + "\n".join(admissible))
+        if self.step_actions == "all" or (before is None and self.step_actions == "changes"):
+            if admissible:
+                parts.append("Available actions:\n" + "\n".join(admissible))
+        elif self.step_actions == "changes":
+            was, now = set(before), set(admissible)
+            added = [a for a in admissible if a not in was]
+            gone = [a for a in before if a not in now]
+            if added:
+                parts.append("New actions:\n" + "\n".join(added))
+            if gone:
+                parts.append("No longer available:\n" + "\n".join(gone))
         return "\n\n".join(parts)
 
     def describe(self) -> str:
@@ -109,7 +131,8 @@ class PromptFormat:
         return ("the episode's chat so far, which only grows (the model's chat template: a "
                 "system turn with the instructions, a user turn per observation with the "
                 "actions admissible then, an assistant turn per action taken; generation prompt "
-                f"added; past {self.window_chars} characters the oldest steps are dropped)")
+                f"added; past {self.window_chars} characters the oldest steps are dropped)"
+                + STEP_ACTIONS_SAID[self.step_actions])
 
     def first_prompt(self, goal: str, observation: str, admissible: list[str]
                      ) -> str | list[dict[str, str]]:
@@ -130,7 +153,8 @@ class PromptFormat:
         for i, (action, result) in enumerate(steps):
             turns += [{"role": "assistant", "content": action},
                       {"role": "user", "content": self.observation_turn(
-                          now if i == len(steps) - 1 else result, admissible)}]
+                          now if i == len(steps) - 1 else result, admissible,
+                          before=admissible)}]
         return "\n\n".join(f"[{t['role']}]\n{t['content']}" for t in self.window(turns))
 
     def window(self, turns: list[dict[str, str]]) -> list[dict[str, str]]:
