@@ -12,13 +12,15 @@ greedy, fp32, the household task's inference settings), the grader's runner and 
 - ``eval_rewrite``: today's default path before this change (``prompt_format=rewrite``: one
   user turn rewritten every step; bucketed prompt pass from the shared prefix's cache);
 - ``eval_append``: the new default (an append-only chat; each episode keeps its KV cache across
-  its steps and only new tokens are encoded);
+  its steps and only new tokens are encoded), its step turns listing the actions as
+  ``--step-actions`` says (default: all, the task's default);
 - ``eval_append_sequential``: the new path one episode at a time; its episodes must equal
   ``eval_append``'s (``same_episodes``);
 - ``tokens``: prompt tokens run through the model per episode step, from each path's own
   counters (``measured``) and on the same episodes (``same_episodes``: ``eval_append``'s
   actions replayed under the rewrite prompt, its prompts counted as today's path computes
-  them: the whole prompt but the prefix all prompts share);
+  them: the whole prompt but the prefix all prompts share), and what the append path would
+  encode with each step-turn action list (``step_actions``: all, changes, none);
 - ``grpo_rewrite`` / ``grpo_append``: the reference GRPO script
   (``src/a2rl/agents/grpo_train.py``, run as the agents run it, the agent's default settings
   but ``--grpo-*``) on the same train games, equal rollouts (games x group episodes of at most
@@ -60,11 +62,13 @@ def arguments() -> argparse.ArgumentParser:
     ap.add_argument("--grpo-games", type=int, default=None, help="default: the agent's")
     ap.add_argument("--grpo-group", type=int, default=None, help="default: the agent's")
     ap.add_argument("--grpo-iterations", type=int, default=2)
+    ap.add_argument("--step-actions", default="all", choices=("all", "changes", "none"),
+                    help="the append path's step-turn action list (task.params.step_actions)")
     ap.add_argument("--out", default=None)
     return ap
 
 
-def prepare(work: Path, n: int, max_steps: int, train_games: int):
+def prepare(work: Path, n: int, max_steps: int, train_games: int, step_actions: str = "all"):
     """The household task prepared into ``work`` (kept between runs of the same sizes)."""
     from a2rl.common import PreparedTaskPaths
     from a2rl.config import TaskConfig
@@ -72,10 +76,12 @@ def prepare(work: Path, n: int, max_steps: int, train_games: int):
     from a2rl.task import load_task
 
     params = {"source": "household", "test_games": n, "train_games": train_games,
-              "max_steps": max_steps, "trajectories_per_game": 1, "random_seeds": 1}
+              "max_steps": max_steps, "trajectories_per_game": 1, "random_seeds": 1,
+              "step_actions": step_actions}
     task = load_task(TaskConfig(id="household", package="alfworld", level="L3",
                                 params=params), work)
-    folder = work / f"prepared_{n}_{train_games}_{max_steps}"
+    listed = "" if step_actions == "all" else f"_{step_actions}"  # its rollouts.json differs
+    folder = work / f"prepared_{n}_{train_games}_{max_steps}{listed}"
     out = PreparedTaskPaths(folder)
     if not (out.data / "rollouts.json").is_file():
         shutil.rmtree(folder, ignore_errors=True)
@@ -230,7 +236,7 @@ def main(argv: list[str] | None = None) -> dict:
         from a2rl.models import build_tiny_model
         model = build_tiny_model(Path(tempfile.mkdtemp()) / "tiny")
     train_games = max(4, a.grpo_games or 8)
-    task, out = prepare(work, a.n, a.max_steps, train_games)
+    task, out = prepare(work, a.n, a.max_steps, train_games, a.step_actions)
     rewrite = dataclasses.replace(task.fmt, style="rewrite")
     # the household task's own inference settings (conf/task/household.yaml), fp32
     cfg = InferenceConfig(backend="hf", batch_size=64, max_new_tokens=24,
@@ -271,6 +277,7 @@ def main(argv: list[str] | None = None) -> dict:
         targets["grpo_iteration_speedup (>= 2)"] = round(
             seconds["grpo_rewrite"] / seconds["grpo_append"], 2)
     report = {"model": str(model), "games": a.n, "max_steps": a.max_steps,
+              "step_actions": a.step_actions,
               "threads": a.threads, "cpus": os.cpu_count(), "nice": os.nice(0),
               "targets": targets, "tokens": tokens, "phases": phases,
               "hardware": describe(inference="fp32")}
