@@ -18,10 +18,11 @@ def started_run(cfg: RunConfig) -> tuple[RunPaths, EventLog]:
                                            cfg.seed)
     run.agent_files.mkdir(parents=True)
     write_json_atomic(run.config, config_record(cfg))
-    clock = BudgetClock(cfg.budget.time_limit_s, True)
+    clock = BudgetClock(cfg.budget.time_limit_s, cfg.budget.count_eval_time)
     events = EventLog(run.events, clock)
     events.emit("grader_start", pid=1)
     clock.start()
     events.emit("agent_start", agent=cfg.agent.name, time_limit_s=cfg.budget.time_limit_s,
+                count_eval_time=cfg.budget.count_eval_time,
                 max_submissions=cfg.budget.max_submissions)
     return run, events

@@ -40,7 +40,8 @@ def start_agent(cfg: RunConfig) -> EventLog:
     return started_run(cfg)[1]
 
 
-def submit(cfg: RunConfig, events: EventLog, score: float | None) -> None:
+def submit(cfg: RunConfig, events: EventLog, score: float | None,
+           eval_seconds: float | None = None) -> None:
     """A ledger entry and its submission event, as the grader writes them."""
     run = Layout.from_paths(cfg.paths).run(TASK, cfg.agent.name, "none", cfg.seed)
     fields = dict(elapsed_s=events.clock.elapsed(), model_path="output/ckpt", status_code=200,
@@ -48,7 +49,7 @@ def submit(cfg: RunConfig, events: EventLog, score: float | None) -> None:
     if score is not None:
         fields |= dict(score=score, best=score, baseline=10.0, improvement=score - 10.0,
                        cached=False, stderr=1.0, n=16, split="test", artifact_hash="ab" * 32,
-                       equals_base=False)
+                       equals_base=False, eval_seconds=eval_seconds)
     entry = Ledger(run.ledger).append(**fields)
     events.emit("submission", submission_id=entry.submission_id, valid=entry.valid,
                 score=entry.score)
@@ -106,6 +107,20 @@ def test_a_run_whose_agent_ended_is_grading_then_done(tmp_path, results):
     cell = status_of(results, "sft")
     assert (cell.state, cell.outcome, cell.valid, cell.best) == (
         "done", "budget_exhausted", 1, 30.0)
+
+
+def test_where_evaluations_do_not_count_the_elapsed_time_leaves_them_out(tmp_path, results):
+    """budget.count_eval_time false: the clock gives the evaluations' seconds back, so the
+    elapsed time shown against the budget is the run's seconds less the evaluations finished,
+    while the agent runs and once it ended (run.json's agent_seconds are the run's)."""
+    cfg = make_cfg(tmp_path, "sft")
+    cfg.budget.count_eval_time = False
+    events = start_agent(cfg)
+    submit(cfg, events, 25.0, eval_seconds=20.0)
+    cell = status_of(results, "sft", now=datetime.now(UTC) + timedelta(seconds=30))
+    assert 10 <= cell.elapsed_s < 40  # 30 s and more of the run, less the 20-s evaluation
+    finish(cfg, "completed", grade=False)
+    assert status_of(results, "sft").elapsed_s == 280.5
 
 
 def test_an_agent_that_failed_is_failed_with_its_exit_code(tmp_path, results):

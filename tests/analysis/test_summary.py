@@ -276,7 +276,7 @@ def test_process_metrics_of_hand_written_ledgers():
     assert p.to_json() == {"valid_rate": round(5 / 6, 4), "time_to_first_valid_s": 10.0,
                            "time_to_first_improvement_s": 30.0, "time_to_best_s": 60.0,
                            "monotonic_ratio": 0.75, "budget_used": 0.7, "deadline_gap_s": 40.0,
-                           "copy_of_base": 1}
+                           "copy_of_base": 1, "budget_s": 70.0}
     empty = process_metrics([], [], baseline=20.0, agent_seconds=None, time_limit_s=100)
     assert empty.valid_rate is None and empty.deadline_gap_s is None
     assert empty.copy_of_base == 0 and empty.monotonic_ratio is None
@@ -295,14 +295,18 @@ def test_process_times_are_on_the_budget_clock_where_evaluations_do_not_count(bl
     assert p.time_to_first_valid_s == p.time_to_best_s == pytest.approx(432.507)
     assert p.deadline_gap_s == pytest.approx(1067.5, abs=0.01)  # the grader's time_left_s
     assert p.budget_used == pytest.approx((3589.778 - 2530.918) / 1500, abs=1e-4)
+    assert p.budget_s == pytest.approx(3589.778 - 2530.918)
     counted = process_metrics(items, ledger, baseline=0.0, agent_seconds=3589.778,
                               time_limit_s=1500)  # evaluations counted: the run's seconds
     assert (counted.time_to_first_valid_s, counted.budget_used) == (2963.425, 2.3932)
     summary = replace(blank_summary, exit_code=1, agent_seconds=3589.778, process=p,
                       budget=replace(blank_summary.budget, time_limit_s=1500))
-    # the budget's share is kept to 4 decimals: its seconds to 0.1 s or so
+    assert status_text(summary) == ("completed (exit 1, 1058.9 s of 1500 s, 3589.8 s with the "
+                                    "evaluations, which did not count)")
+    # a summary written before budget_s: from the share, kept to 4 decimals (to 0.1 s or so)
+    older = replace(summary, process=replace(p, budget_s=None))
     assert re.fullmatch(r"completed \(exit 1, 105[89]\.\d s of 1500 s, 3589\.8 s with the "
-                        r"evaluations, which did not count\)", status_text(summary))
+                        r"evaluations, which did not count\)", status_text(older))
 
 
 def test_summary_reports_failures_route_and_cost(tmp_path):

@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Optional
 
+from a2rl.common.clock import on_budget_clock
 from a2rl.common.files import iter_jsonl, read_json
 from a2rl.common.layout import Layout, RunPaths, cell_path
 
@@ -180,8 +181,9 @@ def cell_status(layout: Layout, task: str, agent: str, driver: str, seed: int,
 def _read_progress(cell: CellStatus, run: RunPaths, record: Optional[dict[str, Any]],
                    now: datetime) -> None:
     """Submissions, best score, budget, elapsed time, last event and cost of a run folder."""
-    grading_cost = 0.0
+    grading_cost, eval_seconds = 0.0, []
     for entry in iter_jsonl(run.ledger):
+        eval_seconds.append(entry.get("eval_seconds"))
         if entry.get("valid"):
             cell.valid += 1
             score = entry.get("score")
@@ -210,6 +212,10 @@ def _read_progress(cell: CellStatus, run: RunPaths, record: Optional[dict[str, A
             # evaluations not counted, is over-counted until the next event)
             age = cell.last_event_age_s or 0.0
             cell.elapsed_s = round(float(last.get("elapsed_s") or 0.0) + age, 1)
+    # where evaluations do not count, the clock gives their seconds back (older runs' starts
+    # do not say: counted, as before)
+    count_eval_time = start is None or start.get("count_eval_time", True)
+    cell.elapsed_s = on_budget_clock(cell.elapsed_s, eval_seconds, count_eval_time)
     cell.cost_usd = round(llm_cost + grading_cost, 6)
 
 

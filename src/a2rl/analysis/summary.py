@@ -20,8 +20,8 @@ Process metrics (times are seconds of the agent's budget clock: where evaluation
 ``budget_clock``): ``valid_rate`` valid / all submissions; ``time_to_first_valid_s``;
 ``time_to_first_improvement_s`` (first valid score above the feedback split's baseline);
 ``time_to_best_s`` (the earliest submission with the best feedback score); ``monotonic_ratio``
-(share of consecutive valid scores that did not go down); ``budget_used`` (the agent's seconds on
-the budget clock / time limit); ``deadline_gap_s`` (time limit minus the last submission's time);
+(share of consecutive valid scores that did not go down); ``budget_s`` (the agent's seconds on
+the budget clock) and ``budget_used`` (``budget_s`` / time limit); ``deadline_gap_s`` (time limit minus the last submission's time);
 ``copy_of_base`` (valid submissions equal to the base).
 ``llm`` totals llm_calls.jsonl (``a2rl.llm.proxy.llm_totals``, plus the summed latency);
 ``cost_usd`` is its cost, 0 for a run without a driver, null when a driver ran but no calls were
@@ -39,6 +39,7 @@ from typing import Any
 from a2rl.analysis.failures import EVENT_COLUMNS, failures_of
 from a2rl.analysis.routes import route_of
 from a2rl.analysis.view import number
+from a2rl.common.clock import on_budget_clock
 from a2rl.common.files import iter_jsonl
 from a2rl.common.layout import Layout, RunPaths
 from a2rl.common.records import (
@@ -97,8 +98,8 @@ def process_metrics(items: list[SubmissionItem], ledger: list[LedgerEntry],
                     time_limit_s: float | None, count_eval_time: bool = True) -> ProcessMetrics:
     """The process metrics of the module doc, from the summary's submission items."""
     clock = budget_clock(ledger, count_eval_time)
-    if agent_seconds is not None and not count_eval_time:
-        agent_seconds -= sum(number(e.eval_seconds) or 0.0 for e in ledger)
+    agent_seconds = on_budget_clock(agent_seconds, [e.eval_seconds for e in ledger],
+                                    count_eval_time)
     valid = [s for s in items if s.valid and number(s.score) is not None]
     feedback_baseline = {e.submission_id: number(e.baseline) for e in ledger}
 
@@ -122,6 +123,7 @@ def process_metrics(items: list[SubmissionItem], ledger: list[LedgerEntry],
         if steps else None,
         budget_used=round(agent_seconds / limit, 4)
         if agent_seconds is not None and limit else None,
+        budget_s=agent_seconds,
         deadline_gap_s=round(limit - last, 3)
         if limit is not None and number(last) is not None else None,
         copy_of_base=sum(1 for s in valid if s.equals_base),

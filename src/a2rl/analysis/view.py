@@ -86,8 +86,10 @@ def status_text(summary: RunSummary) -> str:
     if summary.exit_code is not None:
         details.append(f"exit {summary.exit_code}")
     wall, limit = number(summary.agent_seconds), number(summary.budget.time_limit_s)
-    share = number(summary.process.budget_used)
-    used = share * limit if share is not None and limit else wall
+    used = number(summary.process.budget_s)
+    if used is None:  # summaries before budget_s: from the share, good to about 0.1 s
+        share = number(summary.process.budget_used)
+        used = share * limit if share is not None and limit else wall
     if used is not None:
         details.append(f"{used:.1f} s" + (f" of {limit:.0f} s" if limit is not None else ""))
         if wall is not None and wall - used >= 1.0:

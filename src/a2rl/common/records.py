@@ -363,6 +363,8 @@ class ProcessMetrics(Codec):
     budget_used: Number | None
     deadline_gap_s: Number | None
     copy_of_base: int
+    # the agent's seconds on its budget clock (budget_used's numerator); None in older summaries
+    budget_s: Number | None = None
 
 
 @dataclass(frozen=True, kw_only=True, config=STRICT)

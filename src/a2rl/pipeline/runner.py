@@ -371,6 +371,7 @@ def run_in_sandbox(cell: Cell, command: list[str], env: dict[str, str],
         events.emit("agent_start", agent=cfg.agent.name, driver=cfg.driver.name,
                     sandbox=cfg.sandbox, network=cfg.agent.network, command=command,
                     time_limit_s=cfg.budget.time_limit_s,
+                    count_eval_time=cfg.budget.count_eval_time,
                     max_submissions=cfg.budget.max_submissions,
                     resources=resources_record(confinement.record(), cell.disk))
         # a used-up LLM budget ends the agent like the time budget does; so does a grader
