@@ -20,7 +20,7 @@ greedy, fp32, the household task's inference settings), the grader's runner and 
   counters (``measured``) and on the same episodes (``same_episodes``: ``eval_append``'s
   actions replayed under the rewrite prompt, its prompts counted as today's path computes
   them: the whole prompt but the prefix all prompts share), and what the append path would
-  encode with each step-turn action list (``step_actions``: all, changes, none);
+  encode with each step-turn action list (``step_actions``: all, changes, first);
 - ``grpo_rewrite`` / ``grpo_append``: the reference GRPO script
   (``src/a2rl/agents/grpo_train.py``, run as the agents run it, the agent's default settings
   but ``--grpo-*``) on the same train games, equal rollouts (games x group episodes of at most
@@ -62,7 +62,7 @@ def arguments() -> argparse.ArgumentParser:
     ap.add_argument("--grpo-games", type=int, default=None, help="default: the agent's")
     ap.add_argument("--grpo-group", type=int, default=None, help="default: the agent's")
     ap.add_argument("--grpo-iterations", type=int, default=2)
-    ap.add_argument("--step-actions", default="all", choices=("all", "changes", "none"),
+    ap.add_argument("--step-actions", default="all", choices=("all", "changes", "first"),
                     help="the append path's step-turn action list (task.params.step_actions)")
     ap.add_argument("--out", default=None)
     return ap

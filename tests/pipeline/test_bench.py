@@ -86,7 +86,7 @@ def test_bench_episode_tokens_counts_each_step_turn_on_the_same_episodes(tmp_pat
     """benchmarks/episode_tokens.py on the tiny model and a few household games: the append and
     rewrite paths on the same games, the token ratio on the same episodes, one at a time against
     lockstep with identical episodes, and what each step-turn action list would encode on the
-    played episodes (listing none encodes the fewest)."""
+    played episodes (listing them only in the first turn encodes the fewest)."""
     bench = load_script(BENCHMARKS / "episode_tokens.py")
     out = tmp_path / "episode_tokens.json"
     report = bench.main(["--tiny", "--n", "3", "--max-steps", "3", "--threads", "1",
@@ -94,10 +94,10 @@ def test_bench_episode_tokens_counts_each_step_turn_on_the_same_episodes(tmp_pat
     assert json.loads(out.read_text())["targets"] == report["targets"]
     same = report["tokens"]["same_episodes"]
     listed = same["step_actions"]
-    assert set(listed) == {"all", "changes", "none"} and same["steps"] > 0
+    assert set(listed) == {"all", "changes", "first"} and same["steps"] > 0
     assert listed["all"]["append_per_step"] == same["append_per_step"]  # the played format
-    assert listed["none"]["append_per_step"] < listed["all"]["append_per_step"]
-    assert listed["none"]["append_per_step"] <= listed["changes"]["append_per_step"]
+    assert listed["first"]["append_per_step"] < listed["all"]["append_per_step"]
+    assert listed["first"]["append_per_step"] <= listed["changes"]["append_per_step"]
     assert report["targets"]["same_episodes_lockstep_sequential"] is True
     assert report["phases"]["eval_append"]["steps"] == same["steps"]
 

@@ -191,11 +191,11 @@ def _listed(turn: str, heading: str) -> list[str]:
     return turn.split(heading + "\n", 1)[1].split("\n\n", 1)[0].split("\n")
 
 
-def test_step_turns_can_list_only_the_changed_actions_or_none(prepared, tiny_model):
+def test_step_turns_can_list_only_the_changed_actions_or_only_the_first(prepared, tiny_model):
     """step_actions=changes: after the first turn a step's turn lists only the actions that
     became admissible and those that no longer are, and from them the admissible list of every
-    step is rebuilt exactly (nothing is lost, on real episodes); none: no turn lists them. Both
-    stay append-only, and each is a grading setting of its own."""
+    step is rebuilt exactly (nothing is lost, on real episodes); first: only the first turn lists
+    them. Both stay append-only, and each is a grading setting of its own."""
     import dataclasses
 
     task, out, _ = prepared
@@ -206,7 +206,7 @@ def test_step_turns_can_list_only_the_changed_actions_or_none(prepared, tiny_mod
         return play(games, task._env_factory(), RandomPolicy(0), 8, fmt, keep_prompts=True,
                     root=root)
 
-    full, changes, none = episodes("all"), episodes("changes"), episodes("none")
+    full, changes, first = episodes("all"), episodes("changes"), episodes("first")
     rebuilt = 0
     for every, changed in zip(full, changes, strict=True):
         assert [s["action"] for s in every.steps] == [s["action"] for s in changed.steps]
@@ -224,12 +224,14 @@ def test_step_turns_can_list_only_the_changed_actions_or_none(prepared, tiny_mod
             assert sorted(admissible) == sorted(now) and now
             rebuilt += 1
     assert rebuilt >= 10
-    assert not any("actions:" in t["content"] for ep in none for s in ep.steps
-                   for t in s["prompt"] if t["role"] == "user")
+    for ep in first:  # the first turn lists them all, no later turn lists any
+        user = [t["content"] for t in ep.steps[-1]["prompt"] if t["role"] == "user"]
+        assert "Available actions:" in user[0]
+        assert not any("actions:" in turn or "available:" in turn for turn in user[1:])
     for tok in tokenizers(tiny_model):
-        assert assert_prompts_only_grow(changes + none, tok) >= 10
+        assert assert_prompts_only_grow(changes + first, tok) >= 10
     assert len({json.dumps(load_task(household(step_actions=v), Path(".")).grading_settings())
-                for v in ("all", "changes", "none")}) == 3
+                for v in ("all", "changes", "first")}) == 3
     with pytest.raises(ConfigError, match="step_actions"):
         load_task(household(step_actions="some"), Path("."))
 

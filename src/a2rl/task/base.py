@@ -208,8 +208,7 @@ class EpisodePromptParams:
     until it is under half (deterministic; the cache is rebuilt)."""
     step_actions: str = "all"
     """append: the admissible actions a step's turn lists: all, only the changes since the last
-    step (the first turn lists all), or none (ReAct-style; the instructions then state the
-    actions' syntax)."""
+    step, or (``first``) none after the first turn; the first turn always lists them all."""
 
     def episode_prompt(self, **fields: Any) -> prompts.PromptFormat:
         """The task's PromptFormat with these options; a bad value is a ConfigError."""

@@ -36,10 +36,10 @@ DEFAULT_INSTRUCTIONS = ("Text game: reach the goal. Reply with one action from t
                         "available actions, nothing else.")
 PROMPT_STYLES = ("append", "rewrite")
 # append: which admissible actions a step's user turn lists (see observation_turn)
-STEP_ACTIONS = ("all", "changes", "none")
+STEP_ACTIONS = ("all", "changes", "first")
 STEP_ACTIONS_SAID = {"all": "", "changes": "; after the first turn, a turn lists only the "
                      "actions that became admissible and those that no longer are",
-                     "none": "; no turn lists the admissible actions"}
+                     "first": "; only the first turn lists the admissible actions"}
 ACTION_PROTOCOLS = ("closest", "own")
 
 
@@ -61,7 +61,7 @@ class PromptFormat:
     # 4 characters a token, so 16,000 stays well inside a 8k-token context
     window_chars: int = 16_000
     # append: the actions a step's turn lists: all admissible ones, only what changed since the
-    # last step, or none (ReAct-style prompts); the first turn lists them all but with "none"
+    # last step, or none after the first turn (which lists them all, showing their syntax)
     step_actions: str = "all"
 
     def __post_init__(self) -> None:
@@ -110,7 +110,7 @@ class PromptFormat:
         difference from."""
         parts = [f"Goal: {goal.strip()}"] if goal is not None else []
         parts.append(self._clip(observation))
-        if self.step_actions == "all" or (before is None and self.step_actions == "changes"):
+        if self.step_actions == "all" or before is None:
             if admissible:
                 parts.append("Available actions:\n" + "\n".join(admissible))
         elif self.step_actions == "changes":
