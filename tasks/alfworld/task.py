@@ -113,7 +113,8 @@ class AlfworldTask(Task):
         rewarded by whether the episode was won."""
         env = "HouseholdEnv" if self.params.source == "household" else "AlfworldEnv"
         return Rollouts(module=Path(self._env_module()).stem, env=env, reward="won",
-                        prompt=asdict(self.fmt), actions=self.params.actions)
+                        prompt=asdict(self.fmt), actions=self.params.actions,
+                        live=self.cfg.inference.live_episodes)
 
     def _games(self, split: Path) -> tuple[list[dict[str, Any]], list[str], Path]:
         """The split's rows, their game ids and the folder the ids are relative to."""

@@ -295,7 +295,7 @@ class WebShopTask(Task):
         """The shop copied to ``data/webshop_env/``, rewarded by the episode's final score
         (WebShop's reward in [0, 1], partial matches count)."""
         return Rollouts(module="webshop_env", env="WebShopEnv", reward="score",
-                        prompt=asdict(self.fmt))
+                        prompt=asdict(self.fmt), live=self.cfg.inference.live_episodes)
 
     def _copy_env(self, data: Path) -> None:
         """The environment for the agent's own rollouts: ``data/webshop_env/`` (this task's

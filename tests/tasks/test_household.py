@@ -489,6 +489,31 @@ def test_grpo_script_runs_rollouts_and_saves(prepared, tiny_model, tmp_path):
     assert log[0]["kl"] >= 0.0  # the agent's default anchors to the starting model
     assert (tmp_path / "grpo" / "config.json").exists()
     assert sum(n for _, n in json.loads(stats.read_text()).values()) == 4
+    assert (log[0]["live_bound"], log[0]["peak_live"]) == (0, 4)  # the four episodes at once
+    # a task whose grader plays a few episodes at a time declares it, and rollouts follow
+    data = tmp_path / "data"
+    shutil.copytree(out.data, data)
+    declared = json.loads((data / "rollouts.json").read_text())
+    (data / "rollouts.json").write_text(json.dumps(declared | {"live": 1}))
+    result = subprocess.run(
+        [sys.executable, str(script), "--model", str(tiny_model), "--data", str(data),
+         "--out", str(tmp_path / "grpo-live"), *grpo.method_args(quick)],
+        check=False, capture_output=True, text=True, timeout=600,
+        env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    log = json.loads((tmp_path / "grpo-live" / "grpo_log.json").read_text())
+    assert (log[0]["episodes"], log[0]["live_bound"], log[0]["peak_live"]) == (4, 1, 1)
+
+
+def test_rollouts_declare_the_graders_live_episodes():
+    """The environment an interactive task hands to training plays as many episodes at once as
+    its grader does (inference.live_episodes; ALFWorld's default bounds them)."""
+    from dataclasses import replace
+
+    task = household()
+    bounded = replace(task, inference=InferenceConfig(live_episodes=16))
+    assert "live" not in load_task(task, Path(".")).rollouts().to_dict()
+    assert load_task(bounded, Path(".")).rollouts().to_dict()["live"] == 16
 
 
 def test_grpo_scores_an_append_style_episode_in_one_pass(prepared, tiny_model, tmp_path):

@@ -339,6 +339,7 @@ def main():
     make_env, load_games = getattr(env_module, declared["env"]), env_module.load_games
     # the grader's prompt, as the task declared it (older data folders: the module's)
     fmt = PromptFormat(**declared["prompt"]) if declared.get("prompt") else env_module.PROMPT
+    live = int(declared.get("live", 0))  # episodes at once, as the grader plays them (0: all)
 
     random.seed(a.seed)
     torch.manual_seed(a.seed)
@@ -379,8 +380,9 @@ def main():
         if sampler is not model:
             sampler.load_state_dict(model.state_dict())
         sampler.eval()
+        policy.generator.episodes.peak = 0
         episodes = play([g for g in picked for _ in range(a.group)], make_env, policy,
-                        a.max_steps, fmt, keep_prompts=True)
+                        a.max_steps, fmt, keep_prompts=True, live=live)
         rolled = time.time()
         samples = group_samples(picked, episodes, a.group, a.step_cost, stats, a.expert_bonus,
                                 reward)
@@ -393,6 +395,7 @@ def main():
                "train_steps": sum(map(len, samples)), "updates": len(losses),
                "loss": sum(losses) / max(1, len(losses)),
                "kl": sum(kls) / len(kls) if kls else 0.0,
+               "live_bound": live, "peak_live": policy.generator.episodes.peak,
                "rollout_s": round(rolled - started, 1),
                "update_s": round(time.time() - rolled, 1),
                "seconds": round(time.time() - started, 1)}

@@ -181,6 +181,9 @@ class Rollouts:
     # grader does whatever the task's params chose; None: the module's PROMPT
     prompt: dict[str, Any] | None = None
     actions: str = "closest"  # how a reply becomes an action (prompts.parse_action), as graded
+    # episodes played at once (0: all), as the grader plays them (inference.live_episodes): a
+    # group of long ALFWorld episodes all live at once held most of an agent's memory
+    live: int = 0
 
     def __post_init__(self):
         if self.reward not in REWARDS:
@@ -188,11 +191,14 @@ class Rollouts:
         if self.actions not in prompts.ACTION_PROTOCOLS:
             raise ValueError(f"Rollouts.actions={self.actions!r}: expected one of "
                              f"{prompts.ACTION_PROTOCOLS}")
+        if self.live < 0:
+            raise ValueError(f"Rollouts.live={self.live}: expected >= 0 (0: all at once)")
 
     def to_dict(self) -> dict[str, Any]:
         out = {"kind": "episodes", "module": self.module, "env": self.env,
                "reward": self.reward, "games": self.games, "actions": self.actions}
-        return out | ({"prompt": self.prompt} if self.prompt else {})
+        return out | ({"prompt": self.prompt} if self.prompt else {}) | (
+            {"live": self.live} if self.live else {})
 
 
 @dataclass

@@ -56,6 +56,7 @@ class EpisodeCaches:
         self.model = model
         self.entries: dict[object, _Entry] = {}
         self.encoded = self.reused = self.rebuilt = 0
+        self.peak = 0  # the most caches held at once (live episodes)
         self.prefill_s = 0.0  # the prompt pass of the new tokens but each prompt's last
 
     def __len__(self) -> int:
@@ -63,7 +64,7 @@ class EpisodeCaches:
 
     def counts(self) -> dict[str, float]:
         return {"encoded": self.encoded, "reused": self.reused, "rebuilt": self.rebuilt,
-                "live": len(self.entries), "prefill_s": self.prefill_s}
+                "live": len(self.entries), "peak": self.peak, "prefill_s": self.prefill_s}
 
     def release(self, key) -> None:
         """Free a finished episode's cache."""
@@ -112,6 +113,7 @@ class EpisodeCaches:
             self.entries[key] = _Entry(ids, [
                 (layer.keys[i:i + 1, :, keep], layer.values[i:i + 1, :, keep])
                 for layer in cache.layers])
+        self.peak = max(self.peak, len(self.entries))
         return out.sequences[:, width:].tolist()
 
     def _extended(self, entry: _Entry | None, head: list[int]) -> _Entry | None:
