@@ -140,8 +140,14 @@ def tokens_on_same_episodes(task, out, tokenizer, episodes, rewrite) -> dict:
     path encodes (what the chat added since the last step) and the tokens today's rewrite
     path computes for the same state (its whole prompt but the prefix all of a step's prompts
     share, which its prefix cache computes once), from the prompts themselves."""
-    from a2rl.task import ChatTokens, common_prefix_len, encode_prompt, play, render_chat
-    from a2rl.task.prompts import STEP_ACTIONS
+    from a2rl.task import (
+        STEP_ACTIONS,
+        ChatTokens,
+        common_prefix_len,
+        encode_prompt,
+        play,
+        render_chat,
+    )
 
     rows, games, root = task._games(out.test)
     replayed = play(games, task._env_factory(), Replay([a for _, a in actions(episodes)]),

@@ -21,8 +21,8 @@ Process metrics (times are seconds of the agent's budget clock: where evaluation
 ``time_to_first_improvement_s`` (first valid score above the feedback split's baseline);
 ``time_to_best_s`` (the earliest submission with the best feedback score); ``monotonic_ratio``
 (share of consecutive valid scores that did not go down); ``budget_s`` (the agent's seconds on
-the budget clock) and ``budget_used`` (``budget_s`` / time limit); ``deadline_gap_s`` (time limit minus the last submission's time);
-``copy_of_base`` (valid submissions equal to the base).
+the budget clock) and ``budget_used`` (``budget_s`` / time limit); ``deadline_gap_s`` (time
+limit minus the last submission's time); ``copy_of_base`` (valid submissions equal to the base).
 ``llm`` totals llm_calls.jsonl (``a2rl.llm.proxy.llm_totals``, plus the summed latency);
 ``cost_usd`` is its cost, 0 for a run without a driver, null when a driver ran but no calls were
 recorded. ``grading_usage`` is what grading cost (a judge's calls, from run.json), kept apart

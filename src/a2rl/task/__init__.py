@@ -33,7 +33,8 @@ from .envs import (
 )
 from .inference import HFGenerator, chat_replies, format_chat, load_generator
 from .prompts import (
-    ACTION_PROTOCOLS, ChatTokens, PromptFormat, encode_prompt, is_template, render_chat,
+    ACTION_PROTOCOLS, STEP_ACTIONS, ChatTokens, PromptFormat, encode_prompt, is_template,
+    render_chat,
 )
 
 __all__ = [
@@ -46,8 +47,8 @@ __all__ = [
     "text_key",
     # text environments, the episode prompt and the policy runner
     "ACTION_PROTOCOLS", "ChatTokens", "Choice", "EpisodeView", "ExpertPolicy", "GeneratorPolicy",
-    "Observation", "PromptFormat", "RandomPolicy", "Step", "TextEnv", "is_template", "play",
-    "render_chat", "success_rate",
+    "Observation", "PromptFormat", "RandomPolicy", "STEP_ACTIONS", "Step", "TextEnv",
+    "is_template", "play", "render_chat", "success_rate",
     # generation with a model, and a judge's chat completion
     "HFGenerator", "chat_replies", "common_prefix_len", "complete", "encode_prompt", "format_chat",
     "load_generator",
