@@ -131,6 +131,19 @@ def test_probe_grpo_scores_start_and_each_round_paired(tmp_path):
     assert probe.discordant([0.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 1.0]) == (2, 1)
     with pytest.raises(SystemExit):  # a changed task is never scored in the shared folder
         probe.main(["--start", "m", "--set", "task.params.test_games=200"])
+    # the reports side by side, per round and goal type, paired with the start
+    table = load_script(REPO / "experiments" / "grpo_probe" / "report.py").main([
+        "--test", str(tmp_path / "work" / "results" / "prepared" / "household" / "sealed" /
+                      "test.jsonl"), f"kl={out}"])
+    assert [(r["round"], r["gain"], r["newly_won"]) for r in table] == \
+        [(r["round"], r.get("gain", 0.0), r.get("newly_won", 0)) for r in rounds]
+    games = len(rounds[0]["per_item"])
+    for row, r in zip(table, rounds, strict=True):  # each goal type's share, weighted back
+        goals = [json.loads(line)["goal_type"] for line in (
+            tmp_path / "work" / "results" / "prepared" / "household" / "sealed" /
+            "test.jsonl").read_text().splitlines()]
+        total = sum(row["by_goal"][g] * goals.count(g) for g in set(goals)) / games
+        assert total == pytest.approx(r["score"], abs=0.1 * len(set(goals)))
     # probes of other settings from the same start share its evaluation (--start-report) ...
     again = probe.main(["--tiny", "--rounds", "0", "--work", str(tmp_path / "work"),
                         "--start-report", str(out)])
