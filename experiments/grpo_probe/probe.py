@@ -88,6 +88,13 @@ def start_scores(report: Path, start: Path, test_sha256: str) -> dict:
     return earlier["rounds"][0]
 
 
+def scored_rounds(report: Path, start: Path, test_sha256: str) -> list[dict]:
+    """The rounds a stopped probe's report holds past the start (``--resume``), checked to be
+    of the same start on the same test games."""
+    start_scores(report, start, test_sha256)
+    return json.loads(report.read_text())["rounds"][1:]
+
+
 def grpo_round(script: Path, model: Path, data: Path, out: Path, grpo_args: list[str],
                seed: int, reference: Path) -> list[dict]:
     """One GRPO round from ``model``; its KL penalty (if any) anchors to ``reference``, the
@@ -126,6 +133,12 @@ def main(argv: list[str] | None = None) -> dict:
                     help="take the start's scores from this earlier probe report (same start, "
                          "same test games) instead of evaluating it again; with --rounds 0 a "
                          "probe only evaluates the start, so several probes can share it")
+    ap.add_argument("--resume", action="store_true",
+                    help="go on from the report at --out: its rounds are kept, and a round whose "
+                         "model --work holds but the report does not is scored, not trained")
+    ap.add_argument("--no-prepare", action="store_true",
+                    help="use the task prepared under --results as it is (a probe beside this "
+                         "one may be reading it; preparing again would rewrite it)")
     a, grpo_args = ap.parse_known_args(argv)
     from a2rl.agents.grpo import GRPO_SCRIPT, GrpoSettings, method_args
     from a2rl.common import describe, resolve_precision, write_text_atomic
@@ -140,7 +153,10 @@ def main(argv: list[str] | None = None) -> dict:
     results = Path(a.results).resolve() if a.results else work / "results" if a.tiny else None
     overrides = [*(["grid=ci"] if a.tiny else []), *a.set,
                  *([f"paths.results={results}"] if results else [])]
-    cfg, task, prepared = load_household(overrides, prepare=results is not None)
+    if a.resume and not (a.out and a.work):
+        ap.error("--resume needs the --out report and the --work folder of the stopped probe")
+    cfg, task, prepared = load_household(overrides,
+                                         prepare=results is not None and not a.no_prepare)
     start = Path(a.start) if a.start else None
     if a.tiny:
         from a2rl.models import build_tiny_model
@@ -163,19 +179,26 @@ def main(argv: list[str] | None = None) -> dict:
               "hardware": describe(agent=settings["precision"],
                                    inference=resolve_precision(cfg.task.inference.precision))}
     report["test_sha256"] = hashlib.sha256(prepared.test.read_bytes()).hexdigest()
+    done = scored_rounds(Path(a.out), start, report["test_sha256"]) if a.resume else []
     first = (start_scores(Path(a.start_report), start, report["test_sha256"]) if a.start_report
              else score(task, start, prepared, cfg.task.inference))
     report["test_games"] = len(first["per_item"])
-    report["rounds"].append({"round": 0, "train_s": 0.0, **first})
+    report["rounds"] += [{"round": 0, "train_s": 0.0, **first}, *done]
     print(json.dumps({k: first[k] for k in ("score", "stderr", "seconds")}), flush=True)
     if a.out:
         write_text_atomic(Path(a.out), json.dumps(report, indent=1))
-    model, elapsed = start, 0.0
-    for k in range(1, a.rounds + 1):
-        began = time.monotonic()
+    model = work / f"grpo-{done[-1]['round']}" if done else start
+    elapsed = done[-1]["train_s"] if done else 0.0
+    for k in range(len(done) + 1, a.rounds + 1):
         out = work / f"grpo-{k}"
-        log = grpo_round(script, model, prepared.data, out, grpo_args, a.seed * 100 + k, start)
-        elapsed += time.monotonic() - began
+        if a.resume and (out / "grpo_log.json").is_file():  # trained before the probe stopped
+            log = json.loads((out / "grpo_log.json").read_text())
+            elapsed += sum(r["seconds"] for r in log)
+        else:
+            began = time.monotonic()
+            log = grpo_round(script, model, prepared.data, out, grpo_args, a.seed * 100 + k,
+                             start)
+            elapsed += time.monotonic() - began
         now = score(task, out, prepared, cfg.task.inference)
         gain, se = paired_gain(first["per_item"], now["per_item"])
         won, lost = discordant(first["per_item"], now["per_item"])

@@ -144,6 +144,19 @@ def test_probe_grpo_scores_start_and_each_round_paired(tmp_path):
             "test.jsonl").read_text().splitlines()]
         total = sum(row["by_goal"][g] * goals.count(g) for g in set(goals)) / games
         assert total == pytest.approx(r["score"], abs=0.1 * len(set(goals)))
+    # a probe stopped after training round 2 but before scoring it goes on (--resume): round 1
+    # is kept, round 2's model is scored as it was, not trained again
+    stopped = {**report, "rounds": rounds[:2]}
+    out.write_text(json.dumps(stopped))
+    (tmp_path / "first.json").write_text(json.dumps(report))
+    trained = (tmp_path / "work" / "grpo-2" / "model.safetensors").stat().st_mtime_ns
+    resumed = probe.main(["--tiny", "--rounds", "2", "--iterations", "1", "--games", "2",
+                          "--group", "2", "--max-steps", "3", "--train-layers", "1",
+                          "--work", str(tmp_path / "work"), "--out", str(out), "--resume",
+                          "--no-prepare", "--start-report", str(tmp_path / "first.json")])
+    assert (tmp_path / "work" / "grpo-2" / "model.safetensors").stat().st_mtime_ns == trained
+    assert [r["per_item"] for r in resumed["rounds"]] == [r["per_item"] for r in rounds]
+    assert resumed["rounds"][:2] == rounds[:2] and json.loads(out.read_text()) == resumed
     # probes of other settings from the same start share its evaluation (--start-report) ...
     again = probe.main(["--tiny", "--rounds", "0", "--work", str(tmp_path / "work"),
                         "--start-report", str(out)])
