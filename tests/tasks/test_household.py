@@ -399,6 +399,12 @@ def test_grpo_kl_anchor_is_zero_at_the_start_and_pulls_a_moved_policy_back(tiny_
     _, no_kls = m.update(model, tok, opt, params, [[(prompts[0], actions[0], 0.0)]], 1, eos,
                          False)
     assert no_kls == []  # without a reference: no KL term, nothing logged
+    # a token the policy has made rare: its k3 term is capped, and its gradient stays finite
+    lp = torch.tensor([-30.0, -1.0], requires_grad=True)
+    capped = m.kl_to_reference([lp], [torch.tensor([-1.0, -1.0])])
+    capped.sum().backward()
+    assert float(capped[0]) == pytest.approx(m.KL_TOKEN_MAX / 2)
+    assert torch.isfinite(lp.grad).all()
 
 
 def test_grpo_groups_give_zero_mean_advantages_and_skip_ties(tmp_path):

@@ -95,13 +95,21 @@ def action_logprobs(model, tokenizer, prompts, actions, eos_id):
     return per_action_mean(token_logprobs(model, tokenizer, prompts, actions, eos_id))
 
 
+# the k3 estimate of one token is kept below this (verl's low_var_kl and OpenRLHF clamp it at
+# 10): a sampled token the policy has made rare gives exp(ref - logp) in the thousands, and on
+# household games that one term took a KL-anchored round's mean KL from 0.13 to 95 in one
+# iteration and its score from 51 to 30 (docs/results/2026-12-06-grpo-household-200.md)
+KL_TOKEN_MAX = 10.0
+
+
 def kl_to_reference(policy_lps, ref_lps):
     """Per action: the mean over its tokens of the k3 estimator of KL(policy || reference),
-    exp(ref - logp) - (ref - logp) - 1 (as TRL's GRPO): >= 0, and 0 where the two agree."""
+    exp(ref - logp) - (ref - logp) - 1 (as TRL's GRPO): >= 0, and 0 where the two agree; each
+    token's at most ``KL_TOKEN_MAX`` (beyond it the term gives no gradient)."""
     out = []
     for lp, ref in zip(policy_lps, ref_lps):
-        delta = ref.float() - lp.float()
-        out.append((torch.exp(delta) - delta - 1).mean())
+        delta = (ref.float() - lp.float()).clamp(-20.0, 20.0)  # exp stays finite
+        out.append((torch.exp(delta) - delta - 1).clamp(max=KL_TOKEN_MAX).mean())
     return torch.stack(out)
 
 
