@@ -280,9 +280,13 @@ def test_cached_generation_gives_the_actions_of_uncached_and_frees_caches(prepar
                  task.fmt, root=root)
     one_by_one = play(games, task._env_factory(), GeneratorPolicy(generator, 6), 6, task.fmt,
                       lockstep=False, root=root)
+    # at most two live at once (inference.live_episodes): later games join mid-way
+    bounded = play(games, task._env_factory(), GeneratorPolicy(generator, 6), 6, task.fmt,
+                   root=root, live=2)
     actions = [[s["action"] for s in ep.steps] for ep in cached]
     assert actions == [[s["action"] for s in ep.steps] for ep in plain]
     assert actions == [[s["action"] for s in ep.steps] for ep in one_by_one]
+    assert actions == [[s["action"] for s in ep.steps] for ep in bounded]
     assert len(generator.episodes) == 0  # every episode's cache freed at its end
     # before each step the generator holds a cache for each live episode after the first step,
     # none for the finished ones
