@@ -15,15 +15,11 @@ import ci_runs
 from a2rl.analysis import integrity
 from a2rl.common.files import read_json
 from a2rl.common.records import LedgerEntry
+from checkout import FIXTURE_DATA
 
-QUESTIONS = [
-    "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips "
-    "in May. How many clips did Natalia sell altogether in April and May?",
-    "Weng earns $12 an hour for babysitting. Yesterday, she just did 50 minutes of "
-    "babysitting. How much did she earn?",
-    "Betty is saving money for a new wallet which costs $100. Betty has only half of the money "
-    "she needs. Her parents decided to give her $15 for that purpose.",
-]
+# sealed items: the first GSM8K train questions, read from the licensed fixture (PROVENANCE.md)
+QUESTIONS = [json.loads(line)["question"] for line in
+             (FIXTURE_DATA / "gsm8k" / "train.jsonl").read_text().splitlines()[:3]]
 TEMPLATE = "Solve the following math problem step by step and give the final answer."
 
 
