@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Optional
 
-from a2rl.common.clock import on_budget_clock
+from a2rl.analysis.summary import on_budget_clock
 from a2rl.common.files import iter_jsonl, read_json
 from a2rl.common.layout import Layout, RunPaths, cell_path
 

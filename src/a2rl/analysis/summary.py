@@ -39,7 +39,6 @@ from typing import Any
 from a2rl.analysis.failures import EVENT_COLUMNS, failures_of
 from a2rl.analysis.routes import route_of
 from a2rl.analysis.view import number
-from a2rl.common.clock import on_budget_clock
 from a2rl.common.files import iter_jsonl
 from a2rl.common.layout import Layout, RunPaths
 from a2rl.common.records import (
@@ -91,6 +90,17 @@ def budget_clock(ledger: list[LedgerEntry], count_eval_time: bool) -> dict[int, 
             given += number(entry.eval_seconds) or 0.0
         times[entry.submission_id] = round(max(0.0, entry.elapsed_s - given), 3)
     return times
+
+
+def on_budget_clock(wall_s: float | None, eval_seconds: list[Any],
+                    count_eval_time: bool) -> float | None:
+    """The agent's seconds on its budget clock after ``wall_s`` of the run, from its ledger's
+    ``eval_seconds``: all of them, or, where evaluations do not count, less the seconds of the
+    evaluations finished by then (what ``BudgetClock.allowance`` gave back; ``budget_clock``
+    does the same per submission)."""
+    if wall_s is None or count_eval_time:
+        return wall_s
+    return round(max(0.0, wall_s - sum(number(s) or 0.0 for s in eval_seconds)), 3)
 
 
 def process_metrics(items: list[SubmissionItem], ledger: list[LedgerEntry],

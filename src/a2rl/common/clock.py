@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 
 class BudgetClock:
@@ -107,14 +107,3 @@ class BudgetClock:
         at = datetime.now(timezone.utc) + timedelta(seconds=self.time_left())
         return at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
-
-def on_budget_clock(wall_s: Optional[float], eval_seconds: list[Any],
-                    count_eval_time: bool) -> Optional[float]:
-    """The agent's seconds on its budget clock after ``wall_s`` of the run, from its ledger's
-    ``eval_seconds``: all of them, or, where evaluations do not count, less the seconds of the
-    evaluations finished by then (what ``BudgetClock.allowance`` gave back)."""
-    if wall_s is None or count_eval_time:
-        return wall_s
-    given = sum(float(s) for s in eval_seconds
-                if isinstance(s, (int, float)) and not isinstance(s, bool))
-    return round(max(0.0, wall_s - given), 3)
