@@ -76,23 +76,16 @@ def score(task, model: Path, prepared, inference) -> dict:
             "mean_steps": result.breakdown.get("mean_steps")}
 
 
-def start_scores(report: Path, start: Path, test_sha256: str) -> dict:
-    """Round 0 of an earlier probe's report, checked to be the same start on the same test
-    games (the per-game results are what every round is paired with)."""
+def earlier_rounds(report: Path, start: Path, test_sha256: str) -> list[dict]:
+    """The rounds of an earlier probe's report (round 0: the start's scores), checked to be of
+    the same start on the same test games (the per-game results every round is paired with)."""
     earlier = json.loads(report.read_text())
     if (Path(earlier["start"]).resolve() != start.resolve()
             or earlier.get("test_sha256") != test_sha256):
         raise SystemExit(f"{report} scored {earlier['start']} on other test games "
                          f"(sha256 {earlier.get('test_sha256')}), not {start} on {test_sha256}: "
                          "evaluate the start again")
-    return earlier["rounds"][0]
-
-
-def scored_rounds(report: Path, start: Path, test_sha256: str) -> list[dict]:
-    """The rounds a stopped probe's report holds past the start (``--resume``), checked to be
-    of the same start on the same test games."""
-    start_scores(report, start, test_sha256)
-    return json.loads(report.read_text())["rounds"][1:]
+    return earlier["rounds"]
 
 
 def grpo_round(script: Path, model: Path, data: Path, out: Path, grpo_args: list[str],
@@ -179,9 +172,9 @@ def main(argv: list[str] | None = None) -> dict:
               "hardware": describe(agent=settings["precision"],
                                    inference=resolve_precision(cfg.task.inference.precision))}
     report["test_sha256"] = hashlib.sha256(prepared.test.read_bytes()).hexdigest()
-    done = scored_rounds(Path(a.out), start, report["test_sha256"]) if a.resume else []
-    first = (start_scores(Path(a.start_report), start, report["test_sha256"]) if a.start_report
-             else score(task, start, prepared, cfg.task.inference))
+    done = earlier_rounds(Path(a.out), start, report["test_sha256"])[1:] if a.resume else []
+    first = (earlier_rounds(Path(a.start_report), start, report["test_sha256"])[0]
+             if a.start_report else score(task, start, prepared, cfg.task.inference))
     report["test_games"] = len(first["per_item"])
     report["rounds"] += [{"round": 0, "train_s": 0.0, **first}, *done]
     print(json.dumps({k: first[k] for k in ("score", "stderr", "seconds")}), flush=True)
