@@ -97,8 +97,8 @@ def action_logprobs(model, tokenizer, prompts, actions, eos_id):
 
 # the k3 estimate of one token is kept below this (verl's low_var_kl and OpenRLHF clamp it at
 # 10): a sampled token the policy has made rare gives exp(ref - logp) in the thousands, and on
-# household games that one term took a KL-anchored round's mean KL from 0.13 to 95 in one
-# iteration and its score from 51 to 30 (docs/results/2026-12-06-grpo-household-200.md)
+# household games that one term took a KL-anchored iteration's mean KL from 0.13 to 95 (the
+# round scored about the same with the cap: docs/results/2026-12-06-grpo-household-200.md)
 KL_TOKEN_MAX = 10.0
 
 
