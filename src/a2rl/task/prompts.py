@@ -35,11 +35,12 @@ from dataclasses import dataclass
 DEFAULT_INSTRUCTIONS = ("Text game: reach the goal. Reply with one action from the list of "
                         "available actions, nothing else.")
 PROMPT_STYLES = ("append", "rewrite")
-# append: which admissible actions a step's user turn lists (see observation_turn)
-STEP_ACTIONS = ("all", "changes", "first")
+# append: which admissible actions a step's user turn lists (see observation_turn), and how
+# the data folder's README says it
 STEP_ACTIONS_SAID = {"all": "", "changes": "; after the first turn, a turn lists only the "
                      "actions that became admissible and those that no longer are",
                      "first": "; only the first turn lists the admissible actions"}
+STEP_ACTIONS = tuple(STEP_ACTIONS_SAID)
 ACTION_PROTOCOLS = ("closest", "own")
 
 
