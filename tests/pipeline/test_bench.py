@@ -138,10 +138,10 @@ def test_probe_grpo_scores_start_and_each_round_paired(tmp_path):
     assert [(r["round"], r["gain"], r["newly_won"]) for r in table] == \
         [(r["round"], r.get("gain", 0.0), r.get("newly_won", 0)) for r in rounds]
     games = len(rounds[0]["per_item"])
+    goals = [json.loads(line)["goal_type"] for line in (
+        tmp_path / "work" / "results" / "prepared" / "household" / "sealed" /
+        "test.jsonl").read_text().splitlines()]
     for row, r in zip(table, rounds, strict=True):  # each goal type's share, weighted back
-        goals = [json.loads(line)["goal_type"] for line in (
-            tmp_path / "work" / "results" / "prepared" / "household" / "sealed" /
-            "test.jsonl").read_text().splitlines()]
         total = sum(row["by_goal"][g] * goals.count(g) for g in set(goals)) / games
         assert total == pytest.approx(r["score"], abs=0.1 * len(set(goals)))
     # a probe stopped after training round 2 but before scoring it goes on (--resume): round 1

@@ -488,13 +488,17 @@ def test_grpo_script_runs_rollouts_and_saves(prepared, tiny_model, tmp_path):
     shutil.copy(grpo.GRPO_SCRIPT, script)
     stats = tmp_path / "stats.json"
     quick = GrpoSettings(iters=1, games=2, group=2, max_steps=3, train_layers=1)
-    result = subprocess.run(
-        [sys.executable, str(script), "--model", str(tiny_model), "--data", str(out.data),
-         "--out", str(tmp_path / "grpo"), *grpo.method_args(quick), "--stats", str(stats)],
-        check=False, capture_output=True, text=True, timeout=600,
-        env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
-    assert result.returncode == 0, result.stderr[-2000:]
-    log = json.loads((tmp_path / "grpo" / "grpo_log.json").read_text())
+
+    def grpo_log(data: Path, name: str, *extra: str) -> list[dict]:
+        result = subprocess.run(
+            [sys.executable, str(script), "--model", str(tiny_model), "--data", str(data),
+             "--out", str(tmp_path / name), *grpo.method_args(quick), *extra],
+            check=False, capture_output=True, text=True, timeout=600,
+            env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+        assert result.returncode == 0, result.stderr[-2000:]
+        return json.loads((tmp_path / name / "grpo_log.json").read_text())
+
+    log = grpo_log(out.data, "grpo", "--stats", str(stats))
     assert log[0]["episodes"] == 4 and 0 <= log[0]["success"] <= 100
     assert log[0]["kl"] >= 0.0  # the agent's default anchors to the starting model
     assert (tmp_path / "grpo" / "config.json").exists()
@@ -505,13 +509,7 @@ def test_grpo_script_runs_rollouts_and_saves(prepared, tiny_model, tmp_path):
     shutil.copytree(out.data, data)
     declared = json.loads((data / "rollouts.json").read_text())
     (data / "rollouts.json").write_text(json.dumps(declared | {"live": 1}))
-    result = subprocess.run(
-        [sys.executable, str(script), "--model", str(tiny_model), "--data", str(data),
-         "--out", str(tmp_path / "grpo-live"), *grpo.method_args(quick)],
-        check=False, capture_output=True, text=True, timeout=600,
-        env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
-    assert result.returncode == 0, result.stderr[-2000:]
-    log = json.loads((tmp_path / "grpo-live" / "grpo_log.json").read_text())
+    log = grpo_log(data, "grpo-live")
     assert (log[0]["episodes"], log[0]["live_bound"], log[0]["peak_live"]) == (4, 1, 1)
 
 
