@@ -80,3 +80,19 @@ def test_agent_that_exits_on_time_is_not_killed(tmp_path):
                         tmp_path / "log", deadline_in(30))
     assert not outcome.killed and outcome.exit_code == 0
     assert (tmp_path / "log").read_text().strip() == "done"
+
+
+def test_an_agent_past_its_disk_quota_gets_no_grace_period(tmp_path):
+    """Past the quota the agent is killed at once: a grace period to stop in, SIGTERM
+    ignored, would be more disk written (the deadline's grace stays for a slow shutdown)."""
+    script = tmp_path / "agent_quota_sleeper.py"
+    script.write_text(AGENT)
+    log = tmp_path / "agent.log"
+    started = time.monotonic()
+    outcome = run_until([sys.executable, str(script)], dict(os.environ), tmp_path, log,
+                        deadline_in(60.0), grace_s=30.0,
+                        over_quota=lambda pid: "daemon" in log.read_text())
+    assert outcome.quota_exceeded and not outcome.killed
+    assert time.monotonic() - started < 15  # not the 30 s grace
+    assert outcome.survivors_killed >= 2
+    assert_no_sleepers_left("agent_quota_sleeper")

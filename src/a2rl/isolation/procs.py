@@ -57,8 +57,9 @@ def run_until(argv: list[str], env: Optional[dict[str, str]], cwd: Path, log: Pa
               on_start: Callable[[int], None] = lambda pid: None) -> ProcessOutcome:
     """Run ``argv`` until it exits, ``time_left()`` reaches 0 or ``over_quota(its pid)`` says
     it is past its disk quota; then end it and every descendant (SIGTERM, ``grace_s``,
-    SIGKILL). The caller's own children are spared: those it had before, and ``spare()``'s (a
-    grader process restarted meanwhile). Its output goes to ``log``, ``log_cap`` bytes of it
+    SIGKILL; past the quota SIGKILL at once: what it wrote in a grace period would be disk).
+    The caller's own children are spared: those it had before, and ``spare()``'s (a grader
+    process restarted meanwhile). Its output goes to ``log``, ``log_cap`` bytes of it
     at most (``LogCopy``). ``on_start`` gets the process's pid as soon as it exists."""
     become_subreaper()
     before = {p.pid for p in psutil.Process().children(recursive=True)}
@@ -88,7 +89,8 @@ def run_until(argv: list[str], env: Optional[dict[str, str]], cwd: Path, log: Pa
                 warned = True
                 on_warning(left)
             time.sleep(poll_s)
-        survivors = end_tree(proc, grace_s, exclude=with_descendants(before | set(spare())))
+        survivors = end_tree(proc, 0.0 if quota_exceeded else grace_s,
+                             exclude=with_descendants(before | set(spare())))
         # every writer is dead now, so the pipe ends; a descendant that escaped would keep it
         # open, and the log is then closed without the rest
         drain.join(timeout=DRAIN_WAIT_S)

@@ -387,6 +387,7 @@ def run_in_sandbox(cell: Cell, command: list[str], env: dict[str, str],
                             on_warning=lambda left: events.emit("budget_warning",
                                                                 time_left_s=round(left, 1)),
                             spare=grader.pids, over_quota=cell.disk.check,
+                            poll_s=cell.disk.poll_s,
                             log_cap=int(cfg.budget.max_agent_log_mb * 2**20),
                             on_start=lambda pid: setattr(confinement, "root_pid", pid))
         clock.pause_agent_with(lambda: None, lambda: None)  # the agent is gone
