@@ -49,6 +49,8 @@ DEFAULT_MODEL = REPO / "resources" / "models" / "smollm2-135m-instruct"
 
 
 def arguments() -> argparse.ArgumentParser:
+    from a2rl.task import STEP_ACTIONS
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=str(DEFAULT_MODEL))
     ap.add_argument("--tiny", action="store_true", help="a freshly built tiny random model")
@@ -62,7 +64,7 @@ def arguments() -> argparse.ArgumentParser:
     ap.add_argument("--grpo-games", type=int, default=None, help="default: the agent's")
     ap.add_argument("--grpo-group", type=int, default=None, help="default: the agent's")
     ap.add_argument("--grpo-iterations", type=int, default=2)
-    ap.add_argument("--step-actions", default="all", choices=("all", "changes", "first"),
+    ap.add_argument("--step-actions", default="all", choices=STEP_ACTIONS,
                     help="the append path's step-turn action list (task.params.step_actions)")
     ap.add_argument("--out", default=None)
     return ap
