@@ -276,13 +276,17 @@ def test_cached_generation_gives_the_actions_of_uncached_and_frees_caches(prepar
     generator = load_generator(tiny_model, cfg)
     watched = _Watching(GeneratorPolicy(generator, 6))
     cached = play(games, task._env_factory(), watched, 6, task.fmt, root=root)
+    peaks = [generator.episodes.take_peak()]  # the most live caches, per play
     plain = play(games, task._env_factory(), GeneratorPolicy(_TextOnly(generator), 6), 6,
                  task.fmt, root=root)
     one_by_one = play(games, task._env_factory(), GeneratorPolicy(generator, 6), 6, task.fmt,
                       lockstep=False, root=root)
+    peaks.append(generator.episodes.take_peak())
     # at most two live at once (inference.live_episodes): later games join mid-way
     bounded = play(games, task._env_factory(), GeneratorPolicy(generator, 6), 6, task.fmt,
                    root=root, live=2)
+    peaks.append(generator.episodes.take_peak())
+    assert peaks == [len(games), 1, 2]
     actions = [[s["action"] for s in ep.steps] for ep in cached]
     assert actions == [[s["action"] for s in ep.steps] for ep in plain]
     assert actions == [[s["action"] for s in ep.steps] for ep in one_by_one]

@@ -388,7 +388,6 @@ def main():
         if sampler is not model:
             sampler.load_state_dict(model.state_dict())
         sampler.eval()
-        policy.generator.episodes.peak = 0
         episodes = play([g for g in picked for _ in range(a.group)], make_env, policy,
                         a.max_steps, fmt, keep_prompts=True, live=live)
         rolled = time.time()
@@ -403,7 +402,7 @@ def main():
                "train_steps": sum(map(len, samples)), "updates": len(losses),
                "loss": sum(losses) / max(1, len(losses)),
                "kl": sum(kls) / len(kls) if kls else 0.0,
-               "live_bound": live, "peak_live": policy.generator.episodes.peak,
+               "live_bound": live, "peak_live": policy.generator.episodes.take_peak(),
                "rollout_s": round(rolled - started, 1),
                "update_s": round(time.time() - rolled, 1),
                "seconds": round(time.time() - started, 1)}

@@ -66,6 +66,12 @@ class EpisodeCaches:
         return {"encoded": self.encoded, "reused": self.reused, "rebuilt": self.rebuilt,
                 "live": len(self.entries), "peak": self.peak, "prefill_s": self.prefill_s}
 
+    def take_peak(self) -> int:
+        """The most caches held at once since the last call (or since the start), counting
+        anew from the caches held now: the peak of one batch of episodes."""
+        peak, self.peak = self.peak, len(self.entries)
+        return peak
+
     def release(self, key) -> None:
         """Free a finished episode's cache."""
         self.entries.pop(key, None)
