@@ -438,6 +438,11 @@ def test_grpo_groups_give_zero_mean_advantages_and_skip_ties(tmp_path):
     advantages = {p: adv for steps in samples for p, _, adv in steps}
     assert advantages["aw0"] == advantages["aw1"] == pytest.approx(1.0)
     assert advantages["al0"] == advantages["al2"] == pytest.approx(-1.0)
+    # the text trained on is what the policy sampled: a reply mapped onto another action is
+    # scored as the reply
+    episodes[0].steps[1] |= {"reply": "og", "action": "go"}
+    texts = [t for steps in m.group_samples(picked, episodes, 2, 0.01, {}) for _, t, _ in steps]
+    assert texts == ["go", "og", "go", "go", "go"]
 
 
 def test_grpo_expert_bonus_ranks_episodes_that_all_lost(tmp_path):
@@ -546,6 +551,8 @@ def test_grpo_scores_an_append_style_episode_in_one_pass(prepared, tiny_model, t
         episode = max(play(games, task._env_factory(), RandomPolicy(0), 5, fmt,
                            keep_prompts=True, root=root), key=lambda e: e.n_steps)
         steps = [(s["prompt"], s["action"], 1.0) for s in episode.steps]
+        if sequences:
+            appended = list(steps)  # the append-style episode's, for the reply below
         seqs = m.step_sequences(tok, steps, eos)
         assert len(seqs) == (sequences or len(steps)) and len(steps) >= 2
         assert sum(len(spans) for _, spans in seqs) == len(steps)
@@ -555,6 +562,14 @@ def test_grpo_scores_an_append_style_episode_in_one_pass(prepared, tiny_model, t
                                      [a for _, a, _ in steps], eos)
         for x, y in zip(joined, alone, strict=True):
             assert torch.allclose(x, y, atol=1e-4)
+    # a reply the chat recorded as another action is scored as sampled: the episode's sequence
+    # ends with it, and the next step starts one of its own
+    appended[1] = (appended[1][0], "open the fridge please", 1.0)
+    seqs = m.step_sequences(tok, appended, eos)
+    assert [len(spans) for _, spans in seqs] == [2, len(appended) - 2]
+    ids, spans = seqs[0]
+    start, end, _ = spans[1]
+    assert tok.decode(ids[start:end]) == "open the fridge please<|im_end|>"
 
 
 def test_grpo_update_parts_stay_within_their_token_budget(tmp_path):
