@@ -441,8 +441,9 @@ def test_grpo_groups_give_zero_mean_advantages_and_skip_ties(tmp_path):
     # the text trained on is what the policy sampled: a reply mapped onto another action is
     # scored as the reply
     episodes[0].steps[1] |= {"reply": "og", "action": "go"}
+    episodes[1].steps[0] |= {"reply": "", "action": "go"}  # the end of turn at once: sampled
     texts = [t for steps in m.group_samples(picked, episodes, 2, 0.01, {}) for _, t, _ in steps]
-    assert texts == ["go", "og", "go", "go", "go"]
+    assert texts == ["go", "og", "", "go", "go"]
 
 
 def test_grpo_expert_bonus_ranks_episodes_that_all_lost(tmp_path):

@@ -161,10 +161,10 @@ def episode_return(episode, step_cost, expert_bonus, reward="won"):
 
 def sampled_text(step):
     """What the policy sampled at ``step``, the text its policy gradient is of: the reply as
-    generated (the action where a step kept no reply). A reply mapped onto another action
-    (``closest``: 29 of 192 steps of the household SFT policy at temperature 1) scored as that
-    action would raise or lower the odds of tokens the policy never sampled."""
-    return step.get("reply") or step["action"]
+    generated, an empty one too (the action where a step kept no reply). A reply mapped onto
+    another action (``closest``: 29 of 192 steps of the household SFT policy at temperature 1)
+    scored as that action would raise or lower the odds of tokens the policy never sampled."""
+    return step["reply"] if "reply" in step else step["action"]
 
 
 def group_samples(picked, episodes, group, step_cost, stats, expert_bonus=0.0, reward="won"):
