@@ -35,10 +35,12 @@ def main() -> None:
     from a2rl_episode_cache import ModelGenerator
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    declared = json.loads(Path(a.data, "rollouts.json").read_text())
+    from a2rl.agents.grpo_train import data_env
+
+    declared = data_env(Path(a.data))  # checked as the GRPO script checks it
     env_module = importlib.import_module(declared["module"])
     fmt = PromptFormat(**declared["prompt"]) if declared.get("prompt") else env_module.PROMPT
-    games = env_module.load_games(Path(a.data) / declared.get("games", "games"))
+    games = env_module.load_games(Path(a.data) / declared["games"])
     random.seed(a.seed)
     torch.manual_seed(a.seed)
     tok = AutoTokenizer.from_pretrained(a.model)
