@@ -33,26 +33,27 @@ def runner():
 
 def step_sequences(tokenizer, steps, eos_id):
     """The token sequences one episode's steps are scored on: [(ids, [(start, end, advantage)])]
-    for ``steps`` [(prompt, action, advantage)] in order, a span per action (its tokens and
-    the end of turn, ``eos_id``). The prompts are encoded as the rollout's policy encoded them
-    (``a2rl_envs``): an append-style step whose prompt extends the last step's prompt and
-    action joins its sequence, so one forward pass scores a whole episode; a rewrite-style
-    step (one user turn), the step after the chat's window slid, or the step after a reply the
-    chat recorded as another action (``sampled_text``) starts a new one."""
+    for ``steps`` [(prompt, text, advantage)] in order (``text``: what the policy said,
+    ``sampled_text``), a span per step (its tokens and the end of turn, ``eos_id``). The
+    prompts are encoded as the rollout's policy encoded them (``a2rl_envs``): an append-style
+    step whose prompt extends the last step's prompt and text joins its sequence, so one
+    forward pass scores a whole episode; a rewrite-style step (one user turn), the step after
+    the chat's window slid, or the step after a reply the chat recorded as another action
+    starts a new one."""
     envs = runner()
     chat, seqs = envs.ChatTokens(tokenizer), []
-    for prompt, action, advantage in steps:
+    for prompt, text, advantage in steps:
         if isinstance(prompt, list):
             ids = chat.ids(prompt)
         else:
             ids = envs.encode_prompt(tokenizer, envs.render_chat(
                 tokenizer, [{"role": "user", "content": prompt}], True))
-        action_ids = tokenizer(action, add_special_tokens=False)["input_ids"] + [eos_id]
-        span = (len(ids), len(ids) + len(action_ids), advantage)
+        text_ids = tokenizer(text, add_special_tokens=False)["input_ids"] + [eos_id]
+        span = (len(ids), len(ids) + len(text_ids), advantage)
         if seqs and ids[:len(seqs[-1][0])] == seqs[-1][0]:
-            seqs[-1] = (ids + action_ids, seqs[-1][1] + [span])
+            seqs[-1] = (ids + text_ids, seqs[-1][1] + [span])
         else:
-            seqs.append((ids + action_ids, [span]))
+            seqs.append((ids + text_ids, [span]))
     return seqs
 
 
